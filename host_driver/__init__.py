@@ -1,0 +1,1 @@
+"""ainic host side: golden models, protocol codec, driver API and CLI."""

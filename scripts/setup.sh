@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One-time (and idempotent) installation for ainic: system simulators, then a .venv with the package.
+# Re-running is fast: apt is skipped when the tools are present, pip when pyproject.toml has not changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=()
+command -v iverilog >/dev/null || APT_PACKAGES+=(iverilog)
+command -v yosys    >/dev/null || APT_PACKAGES+=(yosys)
+if [ ${#APT_PACKAGES[@]} -gt 0 ]; then
+    echo "setup: installing ${APT_PACKAGES[*]} with apt-get"
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null; then SUDO="sudo"; else
+            echo "setup: ERROR: ${APT_PACKAGES[*]} missing and not root (no sudo): install them, then re-run make setup" >&2
+            exit 1
+        fi
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends "${APT_PACKAGES[@]}" || {
+        echo "setup: ERROR: apt-get could not install ${APT_PACKAGES[*]}" >&2; exit 1; }
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    echo "setup: creating .venv"
+    "$PY" -m venv .venv
+fi
+STAMP=.venv/.ainic-installed
+HASH=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$HASH" ]; then
+    echo "setup: installing ainic and its test dependencies into .venv"
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q -e ".[test]"
+    echo "$HASH" > "$STAMP"
+fi
+.venv/bin/python -m host_driver.toolchain --check
