@@ -1,14 +1,14 @@
 """The synthesizable tops, by name: what ``make verilog`` exports and what the testbenches build."""
 
-# from .compressor import Compressor
-# from .decompressor import Decompressor
+from .compressor import Compressor
+from .decompressor import Decompressor
 from .reduction_unit import ReductionUnit
 
 #: name -> factory(width) -> wiring.Component
 TOPS = {
     "reduction_unit": ReductionUnit,
-    # "compressor": Compressor,
-    # "decompressor": Decompressor,
+    "compressor": Compressor,
+    "decompressor": Decompressor,
 }
 
 #: widths every top is exported and tested at (default first)
