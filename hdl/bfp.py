@@ -34,9 +34,16 @@ def _max(m, values, name):
     return values[0]
 
 
-def encode(m, block, m_bits, name="bfp"):
-    """512-bit block of fp32 -> (E: 8 bits, packed q: 16*M bits, element i at bits [M*i, M*(i+1)))."""
-    qmax = (1 << (m_bits - 1)) - 1
+def encode(m, block, is8, name="bfp"):
+    """512-bit block of fp32 -> the encoded record (exponent byte, then 16 M-bit integers, element i at
+    bits [M*i, M*(i+1))), M = 8 where ``is8`` else 4, as 17*8 bits (a bfp4 record uses the low 9 bytes).
+
+    One encoder serves both widths at run time (a per-codec copy would double the area, and Yosys'
+    resource sharing spends minutes proving two exclusive copies shareable).
+    """
+    mb = Signal(4, name=f"{name}_m")
+    qmax = Signal(8, name=f"{name}_qmax")
+    m.d.comb += [mb.eq(Mux(is8, 8, 4)), qmax.eq(Mux(is8, 127, 7))]
     elems = [block[32 * i:32 * (i + 1)] for i in range(BLOCK)]
     exps = []
     for i, x in enumerate(elems):
@@ -48,34 +55,39 @@ def encode(m, block, m_bits, name="bfp"):
     for i, x in enumerate(elems):
         d = Signal(8, name=f"{name}_d{i}")
         sh = Signal(5, name=f"{name}_sh{i}")
-        m.d.comb += [d.eq(E - exps[i]), sh.eq(Mux(d > 1 + m_bits, 26, d + 25 - m_bits))]
-        r = _rne(m, Cat(x[:23], x[23:31] != 0), sh, m_bits, f"{name}_q{i}")
-        mag = Mux(r > qmax, qmax, r[:m_bits])
-        q = Signal(m_bits, name=f"{name}_q{i}")
+        m.d.comb += [d.eq(E - exps[i]), sh.eq(Mux(d > 1 + mb, 26, d + 25 - mb))]
+        r = _rne(m, Cat(x[:23], x[23:31] != 0), sh, 8, f"{name}_q{i}")
+        mag = Mux(r > qmax, qmax, r[:8])
+        q = Signal(8, name=f"{name}_q{i}")
         m.d.comb += q.eq(Mux(E == 0xFF, 0, Mux(x[31], -mag, mag)))
         qs.append(q)
-    return E, Cat(*qs)
+    return Mux(is8, Cat(E, *[q[:8] for q in qs]), Cat(E, *[q[:4] for q in qs]))
 
 
-def decode(m, E, q_packed, m_bits, name="bfpd"):
-    """(E, 16 packed M-bit integers) -> 512-bit block of fp32: q * 2**(E-127-(M-2)); E = 255 -> NaN."""
+def decode(m, record, is8, name="bfpd"):
+    """Encoded record (as :func:`encode` lays it out) -> 512-bit block of fp32: q * 2**(E-127-(M-2));
+    E = 255 -> canonical NaN for every element."""
+    mb = Signal(4, name=f"{name}_m")
+    m.d.comb += mb.eq(Mux(is8, 8, 4))
+    E = record[:8]
     outs = []
     for i in range(BLOCK):
-        q = q_packed[m_bits * i:m_bits * (i + 1)]
-        neg = q[m_bits - 1]
-        a = Signal(m_bits, name=f"{name}_a{i}")
+        q = Signal(8, name=f"{name}_q{i}")
+        m.d.comb += q.eq(Mux(is8, record[8 + 8 * i:16 + 8 * i], record[8 + 4 * i:12 + 4 * i].as_signed()))
+        neg = q[7]
+        a = Signal(8, name=f"{name}_a{i}")
         m.d.comb += a.eq(Mux(neg, -q, q))
-        p = Signal(range(m_bits), name=f"{name}_p{i}")
-        for b in range(m_bits):
+        p = Signal(3, name=f"{name}_p{i}")
+        for b in range(8):
             with m.If(a[b]):
                 m.d.comb += p.eq(b)
-        field = Signal(range(-m_bits, 512), name=f"{name}_field{i}")
-        m.d.comb += field.eq(E + 2 - m_bits + p)
+        field = Signal(range(-8, 512), name=f"{name}_field{i}")
+        m.d.comb += field.eq(E + 2 - mb + p)
         fsh = Signal(5, name=f"{name}_fsh{i}")
         m.d.comb += fsh.eq(23 - p)
         normal_frac = (a << fsh)[:23]
         ssh = Signal(5, name=f"{name}_ssh{i}")
-        m.d.comb += ssh.eq((E + 24 - m_bits)[:5])
+        m.d.comb += ssh.eq((E + 24 - mb)[:5])
         sub = (a << ssh)[:23]
         out = Signal(32, name=f"{name}_o{i}")
         with m.If(E == 0xFF):

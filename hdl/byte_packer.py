@@ -23,6 +23,25 @@ def _byte_mask(count, nbytes):
     return Cat(*[b.replicate(8) for b in keep_mask(count, nbytes)])
 
 
+class ChunkRegister(wiring.Component):
+    """A pipeline register for a chunk stream: latency 1 cycle, one chunk per cycle.
+
+    It cuts the combinational path from a chunk's producer to its consumer in the data direction;
+    ``s.ready`` is ``~full | m.ready``.
+    """
+
+    def __init__(self, nbytes: int):
+        super().__init__({"s": In(ChunkSignature(nbytes)), "m": Out(ChunkSignature(nbytes))})
+
+    def elaborate(self, platform):
+        m = Module()
+        s, o = self.s, self.m
+        m.d.comb += s.ready.eq(~o.valid | o.ready)
+        with m.If(s.ready):
+            m.d.sync += [o.valid.eq(s.valid), o.data.eq(s.data), o.count.eq(s.count), o.last.eq(s.last)]
+        return m
+
+
 class BytePacker(wiring.Component):
     """Chunks of up to ``in_bytes`` bytes -> densely packed ``out_bytes``-byte AXI-Stream beats.
 
@@ -39,7 +58,7 @@ class BytePacker(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         IN, OUT = self.in_bytes, self.out_bytes
-        cap = IN + OUT
+        cap = OUT + 2 * IN          # room for a chunk on top of a full beat plus a partial one: no bubbles
         s, o = self.s, self.m_axis
         buf = Signal(8 * cap)
         level = Signal(range(cap + 1))
@@ -49,7 +68,7 @@ class BytePacker(wiring.Component):
             o.tdata.eq(buf[:8 * OUT]),
             o.tkeep.eq(keep_mask(level, OUT)),
             o.tlast.eq(flush & (level <= OUT)),
-            s.ready.eq(~flush & (level <= OUT)),
+            s.ready.eq(~flush & (level <= cap - IN)),
         ]
         emit = o.tvalid & o.tready
         shifted = Signal(8 * cap)
@@ -89,7 +108,7 @@ class ByteUnpacker(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         IN, OUT = self.in_bytes, self.out_bytes
-        cap = IN + OUT
+        cap = IN + 2 * OUT          # refill while at least two chunks are left: the output never starves
         s, o, take = self.s_axis, self.m, self.take
         buf = Signal(8 * cap)
         level = Signal(range(cap + 1))
@@ -102,7 +121,7 @@ class ByteUnpacker(wiring.Component):
             o.count.eq(Mux(level < take, level, take)),
             o.last.eq(ending & (level <= take)),
             o.user.eq(user),
-            s.tready.eq(~ending & (level <= OUT)),
+            s.tready.eq(~ending & (level <= cap - IN)),
         ]
         emit = o.valid & o.ready
         shifted = Signal(8 * cap)

@@ -1,12 +1,12 @@
 """Streaming gradient compressor: fp32 beats in, codec bytes packed densely into W-bit beats out."""
 
-from amaranth import Cat, Module, Signal
+from amaranth import Cat, Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from . import bfp
 from .axis import AxiStreamSignature, check_width, keep_count
-from .byte_packer import BytePacker
+from .byte_packer import BytePacker, ChunkRegister
 from .codec import CODEC_BF16, CODEC_BFP4, CODEC_BFP8, CODEC_BITS, CODEC_FP16
 from .half_float import f32_to_bf16, f32_to_f16
 
@@ -22,8 +22,8 @@ class Compressor(wiring.Component):
     * Throughput: one fp32 beat per cycle on ``s_axis`` without backpressure (none: a wire, W/8 bytes
       out per beat; fp16/bf16: W/16 bytes; bfp: a 16-element block every 512/W beats). The end of each
       packet costs at least one cycle to flush the packer (fp16/bf16/bfp).
-    * Latency: none 0 cycles; fp16/bf16 1 cycle to the packer's output; bfp 2 cycles after a block's
-      last element arrives.
+    * Latency: none 0 cycles; fp16/bf16 2 cycles to the packer's output; bfp 3 cycles after a block's
+      last element arrives (plus the cycles to fill a beat).
     * Backpressure: any pattern; nothing is dropped.
     """
 
@@ -41,7 +41,10 @@ class Compressor(wiring.Component):
         lanes = W // 32
         chunk_bytes = max(W // 16, bfp.block_bytes(8))
         s, o, codec = self.s_axis, self.m_axis, self.cfg_codec
-        m.submodules.packer = packer = BytePacker(chunk_bytes, W // 8)
+        m.submodules.packer = pk = BytePacker(chunk_bytes, W // 8)
+        # the codecs' logic ends in a register before the packer's shifter (timing, and synthesis time)
+        m.submodules.stage = packer = ChunkRegister(chunk_bytes)
+        wiring.connect(m, packer.m, pk.s)
         m.submodules.gather = gather = bfp.BlockGather(W)
 
         # fp16 / bf16: one lane per element, combinational, straight into the packer
@@ -49,8 +52,7 @@ class Compressor(wiring.Component):
         halves_bf16 = Cat(*[f32_to_bf16(m, s.tdata[32 * i:32 * (i + 1)], f"b{i}") for i in range(lanes)])
         in_bytes = keep_count(m, s.tkeep, "in_bytes")
         # block floating point: gather 16 elements, encode the block, hand the packer one record
-        e8, q8 = bfp.encode(m, gather.m.data, 8, "bfp8")
-        e4, q4 = bfp.encode(m, gather.m.data, 4, "bfp4")
+        record = bfp.encode(m, gather.m.data, codec == CODEC_BFP8)
 
         with m.Switch(codec):
             with m.Case(CODEC_FP16, CODEC_BF16):
@@ -64,7 +66,7 @@ class Compressor(wiring.Component):
                     packer.s.valid.eq(s.tvalid),
                     s.tready.eq(packer.s.ready),
                 ]
-                wiring.connect(m, packer.m_axis, wiring.flipped(o))
+                wiring.connect(m, pk.m_axis, wiring.flipped(o))
             with m.Case(CODEC_BFP8, CODEC_BFP4):
                 m.d.comb += [
                     gather.s_axis.tdata.eq(s.tdata),
@@ -76,11 +78,11 @@ class Compressor(wiring.Component):
                     packer.s.valid.eq(gather.m.valid),
                     gather.m.ready.eq(packer.s.ready),
                 ]
-                with m.If(codec == CODEC_BFP8):
-                    m.d.comb += [packer.s.data.eq(Cat(e8, q8)), packer.s.count.eq(bfp.block_bytes(8))]
-                with m.Else():
-                    m.d.comb += [packer.s.data.eq(Cat(e4, q4)), packer.s.count.eq(bfp.block_bytes(4))]
-                wiring.connect(m, packer.m_axis, wiring.flipped(o))
+                m.d.comb += [
+                    packer.s.data.eq(record),
+                    packer.s.count.eq(Mux(codec == CODEC_BFP8, bfp.block_bytes(8), bfp.block_bytes(4))),
+                ]
+                wiring.connect(m, pk.m_axis, wiring.flipped(o))
             with m.Default():
                 wiring.connect(m, wiring.flipped(s), wiring.flipped(o))
         return m

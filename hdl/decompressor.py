@@ -49,8 +49,7 @@ class Decompressor(wiring.Component):
 
         f16 = Cat(*[f16_to_f32(m, c.data[16 * i:16 * (i + 1)], f"f{i}") for i in range(lanes)])
         bf16 = Cat(*[bf16_to_f32(m, c.data[16 * i:16 * (i + 1)], f"g{i}") for i in range(lanes)])
-        blk8 = bfp.decode(m, c.data[:8], c.data[8:8 + 128], 8, "bfp8")
-        blk4 = bfp.decode(m, c.data[:8], c.data[8:8 + 64], 4, "bfp4")
+        block = bfp.decode(m, c.data[:8 * bfp.block_bytes(8)], codec == CODEC_BFP8)
 
         def from_input():
             return [unp.s_axis.tdata.eq(s.tdata), unp.s_axis.tkeep.eq(s.tkeep), unp.s_axis.tlast.eq(s.tlast),
@@ -69,10 +68,10 @@ class Decompressor(wiring.Component):
                 ]
             with m.Case(CODEC_BFP8, CODEC_BFP4):
                 m.d.comb += from_input()
-                with m.If(codec == CODEC_BFP8):
-                    m.d.comb += [unp.take.eq(bfp.block_bytes(8)), scatter.s.data.eq(blk8)]
-                with m.Else():
-                    m.d.comb += [unp.take.eq(bfp.block_bytes(4)), scatter.s.data.eq(blk4)]
+                m.d.comb += [
+                    unp.take.eq(Mux(codec == CODEC_BFP8, bfp.block_bytes(8), bfp.block_bytes(4))),
+                    scatter.s.data.eq(block),
+                ]
                 m.d.comb += [
                     scatter.s.last.eq(c.last),
                     scatter.s.user.eq(c.user),

