@@ -1,5 +1,7 @@
 """Compressor and decompressor, every codec, against host_driver.numerics.compress/decompress bit for bit."""
 
+import os
+
 import cocotb
 import numpy as np
 import pytest
@@ -40,6 +42,8 @@ async def start(dut, codec, sinks=("m_axis",)):
 
 
 async def expect_frames(tb, wants, what):
+    if os.environ.get("AINIC_FLIP_EXPECTED_BIT") and wants:      # self-test of the scoreboard, see below
+        wants = [bytes([wants[0][0] ^ 1]) + wants[0][1:], *wants[1:]]
     for i, want in enumerate(wants):
         rx = await tb.sink["m_axis"].recv()
         got = bytes(rx.tdata)
@@ -174,3 +178,11 @@ if bench.enabled():
 def test_codec(sim, top, width):
     from harness import run
     run(sim, top, width, "test_codecs", env={"COCOTB_TEST_FILTER": TESTS_OF[top]}, tag=top)
+
+
+@pytest.mark.parametrize("top,test", [("compressor", "compress_bfp4"), ("decompressor", "decompress_fp16")])
+def test_scoreboard_catches_one_wrong_bit(top, test):
+    """The regression can fail: with one expected bit flipped, the codec test must report a difference."""
+    from harness import run
+    with pytest.raises(AssertionError, match="first difference"):
+        run("icarus", top, 64, "test_codecs", testcase=test, env={"AINIC_FLIP_EXPECTED_BIT": "1"}, tag="flip")

@@ -1,5 +1,7 @@
 """Reduction unit: fp32 and int32 element-wise sums against host_driver.numerics, bit for bit."""
 
+import os
+
 import cocotb
 import numpy as np
 import pytest
@@ -27,6 +29,9 @@ async def start(dut, dtype):
 
 
 async def send_and_check(tb, pairs, expect):
+    if os.environ.get("AINIC_FLIP_EXPECTED_BIT"):       # self-test of the scoreboard, see below
+        expect = [e.copy() for e in expect]
+        expect[0].view(np.uint32)[0] ^= 1
     for a, b in pairs:
         await tb.source["s_axis_a"].send(frame(a.tobytes()))
         await tb.source["s_axis_b"].send(frame(b.tobytes()))
@@ -120,3 +125,11 @@ async def throughput(dut):
 def test_reduction_unit(sim, width):
     from harness import run
     run(sim, TOP, width, "test_reduction_unit")
+
+
+def test_scoreboard_catches_one_wrong_bit():
+    """The regression can fail: with one expected bit flipped, the fp32 test must report a mismatch."""
+    from harness import run
+    with pytest.raises(AssertionError, match="first bad"):
+        run("icarus", TOP, 64, "test_reduction_unit", testcase="fp32_named_edges",
+            env={"AINIC_FLIP_EXPECTED_BIT": "1"}, tag="flip")

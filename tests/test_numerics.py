@@ -68,22 +68,14 @@ def test_add_i32_saturates_and_flags():
     assert over.tolist() == [True, True, False, False, True]
 
 
-def test_fp16_against_numpy(rng):
+@pytest.mark.parametrize("dtype,encode,nan", [(np.float16, nm.f32_to_f16_bits, nm.F16_NAN),      # NumPy
+                                               (ml_dtypes.bfloat16, nm.f32_to_bf16_bits, nm.BF16_NAN)])
+def test_half_encoders_against_references(rng, dtype, encode, nan):
     x = edge_f32_bits(rng, N)
     with np.errstate(all="ignore"):
-        ref = x.view(np.float32).astype(np.float16).view(np.uint16).copy()
-    ref[np.isnan(x.view(np.float32))] = nm.F16_NAN
-    got = nm.f32_to_f16_bits(x)
-    bad = np.nonzero(got != ref)[0]
-    assert bad.size == 0, _hexdiff(x, got, ref, idx=bad)
-
-
-def test_bf16_against_ml_dtypes(rng):
-    x = edge_f32_bits(rng, N)
-    with np.errstate(all="ignore"):
-        ref = x.view(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16).copy()
-    ref[np.isnan(x.view(np.float32))] = nm.BF16_NAN
-    got = nm.f32_to_bf16_bits(x)
+        ref = x.view(np.float32).astype(dtype).view(np.uint16).copy()
+    ref[np.isnan(x.view(np.float32))] = nan
+    got = encode(x)
     bad = np.nonzero(got != ref)[0]
     assert bad.size == 0, _hexdiff(x, got, ref, idx=bad)
 
