@@ -46,9 +46,10 @@ class BytePacker(wiring.Component):
     """Chunks of up to ``in_bytes`` bytes -> densely packed ``out_bytes``-byte AXI-Stream beats.
 
     A packet's bytes are concatenated; its last beat is partial (``tkeep``) and the next packet starts a
-    new beat. Latency 1 cycle. Accepts a chunk every cycle while the output takes beats, except for
-    the cycles that flush the end of a packet (at least one per packet). ``s.ready`` and
-    ``m_axis.tvalid`` come from registers only.
+    new beat. Latency 1 cycle. Accepts a chunk every cycle while the output takes beats; after a packet's
+    last chunk it waits for the packet's final beat to leave, and takes the next packet's first chunk in
+    that same cycle. ``m_axis.tvalid`` comes from registers; ``s.ready`` depends on ``m_axis.tready``
+    only while a packet end is being flushed.
     """
 
     def __init__(self, in_bytes: int, out_bytes: int):
@@ -68,9 +69,10 @@ class BytePacker(wiring.Component):
             o.tdata.eq(buf[:8 * OUT]),
             o.tkeep.eq(keep_mask(level, OUT)),
             o.tlast.eq(flush & (level <= OUT)),
-            s.ready.eq(~flush & (level <= cap - IN)),
         ]
         emit = o.tvalid & o.tready
+        # a packet's first chunk may enter in the cycle its predecessor's last beat leaves
+        m.d.comb += s.ready.eq(Mux(flush, emit & o.tlast, level <= cap - IN))
         shifted = Signal(8 * cap)
         lvl1 = Signal(range(cap + 1))
         m.d.comb += [
@@ -94,7 +96,8 @@ class ByteUnpacker(wiring.Component):
 
     ``s_axis.tuser`` of a packet's first beat is carried on every chunk of that packet as ``m.user``.
     Latency 1 cycle; one chunk per cycle while bytes last; after a packet's last beat, input waits until
-    its bytes are out. ``s_axis.tready`` and ``m.valid`` come from registers only.
+    the packet's last chunk leaves and takes the next packet's first beat in that same cycle. ``m.valid``
+    comes from registers; ``s_axis.tready`` depends on ``m.ready`` only at a packet end.
     """
 
     def __init__(self, in_bytes: int, out_bytes: int, user_width: int = 16):
@@ -121,9 +124,10 @@ class ByteUnpacker(wiring.Component):
             o.count.eq(Mux(level < take, level, take)),
             o.last.eq(ending & (level <= take)),
             o.user.eq(user),
-            s.tready.eq(~ending & (level <= cap - IN)),
         ]
         emit = o.valid & o.ready
+        # a packet's first beat may enter in the cycle its predecessor's last chunk leaves
+        m.d.comb += s.tready.eq(Mux(ending, emit & o.last, level <= cap - IN))
         shifted = Signal(8 * cap)
         lvl1 = Signal(range(cap + 1))
         m.d.comb += [

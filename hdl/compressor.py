@@ -8,6 +8,7 @@ from . import bfp
 from .axis import AxiStreamSignature, check_width, keep_count
 from .byte_packer import BytePacker, ChunkRegister
 from .codec import CODEC_BF16, CODEC_BFP4, CODEC_BFP8, CODEC_BITS, CODEC_FP16
+from .codec import chunk_bytes as codec_chunk_bytes
 from .half_float import f32_to_bf16, f32_to_f16
 
 
@@ -20,10 +21,11 @@ class Compressor(wiring.Component):
     * ``cfg_codec``: 0 none, 1 fp16, 2 bf16, 3 bfp8, 4 bfp4 (other values: none). Change it only
       between packets while idle.
     * Throughput: one fp32 beat per cycle on ``s_axis`` without backpressure (none: a wire, W/8 bytes
-      out per beat; fp16/bf16: W/16 bytes; bfp: a 16-element block every 512/W beats). The end of each
-      packet costs at least one cycle to flush the packer (fp16/bf16/bfp).
-    * Latency: none 0 cycles; fp16/bf16 2 cycles to the packer's output; bfp 3 cycles after a block's
-      last element arrives (plus the cycles to fill a beat).
+      out per beat; fp16/bf16: W/16 bytes; bfp: a 16-element block every 512/W beats). Back-to-back
+      packets cost nothing unless a packet ends with more than one output beat left to flush (one cycle).
+    * Latency: none 0 cycles; otherwise 2 cycles from a chunk's last input beat to the packer, plus the
+      input needed to fill an output beat (measured first-in to first-out at W=512: fp16/bf16 3, bfp8 6,
+      bfp4 10).
     * Backpressure: any pattern; nothing is dropped.
     """
 
@@ -39,12 +41,12 @@ class Compressor(wiring.Component):
         m = Module()
         W = self.width
         lanes = W // 32
-        chunk_bytes = max(W // 16, bfp.block_bytes(8))
+        chunk_bytes = codec_chunk_bytes(W)
         s, o, codec = self.s_axis, self.m_axis, self.cfg_codec
-        m.submodules.packer = pk = BytePacker(chunk_bytes, W // 8)
+        m.submodules.packer = packer = BytePacker(chunk_bytes, W // 8)
         # the codecs' logic ends in a register before the packer's shifter (timing, and synthesis time)
-        m.submodules.stage = packer = ChunkRegister(chunk_bytes)
-        wiring.connect(m, packer.m, pk.s)
+        m.submodules.stage = stage = ChunkRegister(chunk_bytes)
+        wiring.connect(m, stage.m, packer.s)
         m.submodules.gather = gather = bfp.BlockGather(W)
 
         # fp16 / bf16: one lane per element, combinational, straight into the packer
@@ -57,16 +59,16 @@ class Compressor(wiring.Component):
         with m.Switch(codec):
             with m.Case(CODEC_FP16, CODEC_BF16):
                 with m.If(codec == CODEC_FP16):
-                    m.d.comb += packer.s.data.eq(halves_f16)
+                    m.d.comb += stage.s.data.eq(halves_f16)
                 with m.Else():
-                    m.d.comb += packer.s.data.eq(halves_bf16)
+                    m.d.comb += stage.s.data.eq(halves_bf16)
                 m.d.comb += [
-                    packer.s.count.eq(in_bytes >> 1),
-                    packer.s.last.eq(s.tlast),
-                    packer.s.valid.eq(s.tvalid),
-                    s.tready.eq(packer.s.ready),
+                    stage.s.count.eq(in_bytes >> 1),
+                    stage.s.last.eq(s.tlast),
+                    stage.s.valid.eq(s.tvalid),
+                    s.tready.eq(stage.s.ready),
                 ]
-                wiring.connect(m, pk.m_axis, wiring.flipped(o))
+                wiring.connect(m, packer.m_axis, wiring.flipped(o))
             with m.Case(CODEC_BFP8, CODEC_BFP4):
                 m.d.comb += [
                     gather.s_axis.tdata.eq(s.tdata),
@@ -74,15 +76,15 @@ class Compressor(wiring.Component):
                     gather.s_axis.tlast.eq(s.tlast),
                     gather.s_axis.tvalid.eq(s.tvalid),
                     s.tready.eq(gather.s_axis.tready),
-                    packer.s.last.eq(gather.m.last),
-                    packer.s.valid.eq(gather.m.valid),
-                    gather.m.ready.eq(packer.s.ready),
+                    stage.s.last.eq(gather.m.last),
+                    stage.s.valid.eq(gather.m.valid),
+                    gather.m.ready.eq(stage.s.ready),
                 ]
                 m.d.comb += [
-                    packer.s.data.eq(record),
-                    packer.s.count.eq(Mux(codec == CODEC_BFP8, bfp.block_bytes(8), bfp.block_bytes(4))),
+                    stage.s.data.eq(record),
+                    stage.s.count.eq(Mux(codec == CODEC_BFP8, bfp.block_bytes(8), bfp.block_bytes(4))),
                 ]
-                wiring.connect(m, pk.m_axis, wiring.flipped(o))
+                wiring.connect(m, packer.m_axis, wiring.flipped(o))
             with m.Default():
                 wiring.connect(m, wiring.flipped(s), wiring.flipped(o))
         return m

@@ -8,6 +8,7 @@ from . import bfp
 from .axis import AxiStreamSignature, check_width, keep_mask
 from .byte_packer import ByteUnpacker
 from .codec import CODEC_BF16, CODEC_BFP4, CODEC_BFP8, CODEC_BITS, CODEC_FP16
+from .codec import chunk_bytes as codec_chunk_bytes
 from .half_float import bf16_to_f32, f16_to_f32
 
 COUNT_BITS = 16
@@ -41,7 +42,7 @@ class Decompressor(wiring.Component):
         m = Module()
         W = self.width
         lanes = W // 32
-        chunk_bytes = max(W // 16, bfp.block_bytes(8))
+        chunk_bytes = codec_chunk_bytes(W)
         s, o, codec = self.s_axis, self.m_axis, self.cfg_codec
         m.submodules.unpacker = unp = ByteUnpacker(W // 8, chunk_bytes, COUNT_BITS)
         m.submodules.scatter = scatter = bfp.BlockScatter(W)
