@@ -18,8 +18,12 @@ __all__ = ["AxiStreamSignature", "keep_mask", "keep_count", "check_width"]
 WIDTHS = (64, 128, 256, 512)
 
 
-def check_width(width: int, name: str = "width") -> int:
+def check_width(width: int, owner=None, name: str = "width") -> int:
+    """``width`` if it is a supported data width, else ValueError (``owner``: the component being built,
+    so that Amaranth does not also warn that it was created and never used)."""
     if width not in WIDTHS:
+        if owner is not None:
+            owner._MustUse__silence = True
         raise ValueError(f"{name} must be one of {WIDTHS} bits, got {width!r}")
     return width
 

@@ -119,7 +119,7 @@ class BlockGather(wiring.Component):
     """
 
     def __init__(self, width: int):
-        self.width = check_width(width)
+        self.width = check_width(width, self)
         super().__init__({"s_axis": In(AxiStreamSignature(width)), "m": Out(BlockSignature())})
 
     def elaborate(self, platform):
@@ -153,7 +153,7 @@ class BlockScatter(wiring.Component):
     """
 
     def __init__(self, width: int):
-        self.width = check_width(width)
+        self.width = check_width(width, self)
         super().__init__({"s": In(BlockSignature()), "m_axis": Out(AxiStreamSignature(self.width))})
 
     def elaborate(self, platform):

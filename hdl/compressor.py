@@ -30,7 +30,7 @@ class Compressor(wiring.Component):
     """
 
     def __init__(self, width: int = 512):
-        self.width = check_width(width)
+        self.width = check_width(width, self)
         super().__init__({
             "s_axis": In(AxiStreamSignature(width)),
             "m_axis": Out(AxiStreamSignature(width)),

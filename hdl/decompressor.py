@@ -31,7 +31,7 @@ class Decompressor(wiring.Component):
     """
 
     def __init__(self, width: int = 512):
-        self.width = check_width(width)
+        self.width = check_width(width, self)
         super().__init__({
             "s_axis": In(AxiStreamSignature(width, COUNT_BITS)),
             "m_axis": Out(AxiStreamSignature(width)),

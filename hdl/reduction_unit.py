@@ -31,7 +31,7 @@ class ReductionUnit(wiring.Component):
     """
 
     def __init__(self, width: int = 512):
-        self.width = check_width(width)
+        self.width = check_width(width, self)
         self.lanes = width // 32
         super().__init__({
             "s_axis_a": In(AxiStreamSignature(width)),

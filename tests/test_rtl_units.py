@@ -120,3 +120,10 @@ def test_bfp_encode_decode(rng, codec):
         want = nm.decompress(int(rec).to_bytes(17, "little")[:rec_bytes], codec, 16).view(np.uint32)
         got = np.array([(int(out) >> (32 * i)) & 0xFFFFFFFF for i in range(16)], dtype=np.uint32)
         assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("top", ["reduction_unit", "compressor", "decompressor"])
+def test_bad_width_is_rejected(top):
+    from hdl.tops import TOPS
+    with pytest.raises(ValueError, match="width must be one of"):
+        TOPS[top](96)
