@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=()
 command -v iverilog >/dev/null || APT_PACKAGES+=(iverilog)
 command -v yosys    >/dev/null || APT_PACKAGES+=(yosys)
+command -v tshark   >/dev/null || APT_PACKAGES+=(tshark)     # dissector tests (tools/wireshark)
 if [ ${#APT_PACKAGES[@]} -gt 0 ]; then
     echo "setup: installing ${APT_PACKAGES[*]} with apt-get"
     SUDO=""

@@ -1,0 +1,110 @@
+"""The wire protocol's reference codec and validator, and the Wireshark dissector, on real frames."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import ARP, Ether
+from scapy.utils import wrpcap
+
+from host_driver import numerics as nm
+from host_driver import protocol as pr
+
+ROOT = Path(__file__).resolve().parent.parent
+LUA = ROOT / "tools" / "wireshark" / "ainic.lua"
+
+
+def frame(n=256, codec="none", **kw):
+    x = np.arange(n, dtype=np.float32)
+    return pr.build_frame(nm.compress(x, codec), codec=codec, count=n, **kw)
+
+
+@pytest.mark.parametrize("codec", list(nm.CODECS))
+def test_built_frames_are_accepted_and_round_trip(codec):
+    f = frame(100, codec, chunk=5, offset=1234, psn=99, flags=pr.FLAG_LAST_OF_CHUNK, job=7, slot=3)
+    v = pr.check_frame(f)
+    assert v.accepted, v.reason
+    h = v.header
+    assert (h["count"], h["chunk"], h["offset"], h["psn"], h["job"], h["slot"]) == (100, 5, 1234, 99, 7, 3)
+    assert h["codec"] == nm.CODECS[codec]
+    pkt = Ether(f)
+    assert bytes(pkt[pr.Ainic].payload) == nm.compress(np.arange(100, dtype=np.float32), codec)
+    assert len(f) <= pr.MTU_FRAME_BYTES
+
+
+def _with_ip(f: bytes, **ip_fields) -> bytes:
+    p = Ether(f)
+    for k, v in ip_fields.items():
+        setattr(p[IP], k, v)
+    del p[IP].chksum
+    return bytes(p)
+
+
+def _set(f: bytes, offset: int, value: bytes) -> bytes:
+    return f[:offset] + value + f[offset + len(value):]
+
+
+def cases():
+    good = frame(64)
+    return {
+        "mac_error": (good, True),
+        "runt": (good[:60], False),
+        "oversize": (pr.build_frame(bytes(pr.MAX_FRAME_BYTES), count=1), False),
+        "not_for_us": (pr.build_frame(bytes(4), dst_mac="02:00:00:00:00:99"), False),
+        "ethertype": (bytes(Ether(dst=pr.NIC_MAC) / ARP()), False),
+        "ip_version_ihl": (_with_ip(good, ihl=6), False),
+        "ip_checksum": (_set(good, 24, b"\x12\x34"), False),
+        "ip_length": (good[:-4], False),
+        "ip_fragment": (_with_ip(good, flags="MF"), False),
+        "ip_protocol": (_with_ip(good, proto=6), False),
+        "ip_dst": (pr.build_frame(bytes(4), dst_ip="10.0.0.9"), False),
+        "udp_port": (pr.build_frame(bytes(4), dport=4791), False),
+        "udp_length": (_set(good, 38, b"\x00\x10"), False),
+        "version": (pr.build_frame(bytes(4), version=2), False),
+        "opcode": (pr.build_frame(bytes(4), opcode=9), False),
+        "codec_dtype": (pr.build_frame(bytes(4), codec=1, dtype=1, count=2), False),
+        "count": (pr.build_frame(bytes(8), count=3), False),
+        "dst_rank": (pr.build_frame(bytes(4), dst_rank=5), False),
+    }
+
+
+def test_every_drop_reason_is_provoked():
+    seen = {}
+    for reason, (f, mac_error) in cases().items():
+        seen[reason] = pr.check_frame(f, mac_error).reason
+    assert seen == {r: r for r in pr.DROP_REASONS}
+
+
+def test_fuzzed_frames_never_raise(rng):
+    good = frame(64, "bfp8")
+    for _ in range(3000):
+        f = bytearray(good)
+        if rng.random() < 0.5:
+            f = f[:int(rng.integers(0, len(f)))]
+        for _ in range(int(rng.integers(0, 4))):
+            if f:
+                f[int(rng.integers(0, len(f)))] ^= 1 << int(rng.integers(0, 8))
+        v = pr.check_frame(bytes(f))
+        assert v.accepted or v.reason in pr.DROP_REASONS
+        if len(f) < len(good):
+            assert not v.accepted, "a truncated frame passed"      # the IPv4 total length catches it
+        if v.accepted and bytes(f[:42 + 20]) == good[:42 + 20]:
+            assert v.header["count"] == 64
+
+
+def test_tshark_dissects_every_field(tmp_path):
+    frames = [frame(256, "none", chunk=3, psn=7, flags=3, worker=2, slot=9), frame(37, "bfp4", opcode=1)]
+    assert shutil.which("tshark"), "tshark is missing: make setup installs it"
+    pcap = tmp_path / "a.pcap"
+    wrpcap(str(pcap), [Ether(f) for f in frames])
+    fields = ["ainic.version", "ainic.opcode", "ainic.codec", "ainic.count", "ainic.chunk", "ainic.psn",
+              "ainic.flags.last", "ainic.worker", "ainic.slot", "ip.checksum.status", "_ws.malformed"]
+    out = subprocess.run(["tshark", "-X", f"lua_script:{LUA}", "-o", "ip.check_checksum:TRUE", "-r", str(pcap),
+                          "-T", "fields", *sum([["-e", f] for f in fields], [])],
+                         capture_output=True, text=True, check=True).stdout
+    rows = [line.split("\t") for line in out.rstrip("\n").split("\n")]
+    assert rows[0] == ["1", "0", "0", "256", "3", "7", "1", "2", "9", "1", ""]
+    assert rows[1] == ["1", "1", "4", "37", "0", "0", "0", "0", "0", "1", ""]
