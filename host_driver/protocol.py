@@ -68,6 +68,16 @@ class Ainic(Packet):
 bind_layers(UDP, Ainic, dport=UDP_PORT)
 
 
+def header_fields():
+    """[(name, bits)] of the ainic header in wire order: the one field list the RTL layouts derive from."""
+    out = []
+    for f in Ainic.fields_desc:
+        bits = f.size if isinstance(f, BitField) else 8 * f.sz
+        out.append((f.name, int(bits)))
+    assert sum(b for _, b in out) == 8 * HEADER_BYTES
+    return out
+
+
 def payload_bytes(codec: int, count: int) -> int:
     return nm.codec_bytes(CODEC_NAMES[codec], count)
 
