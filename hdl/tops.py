@@ -3,12 +3,14 @@
 from .compressor import Compressor
 from .decompressor import Decompressor
 from .reduction_unit import ReductionUnit
+from .rx_parser import RxParser
 
 #: name -> factory(width) -> wiring.Component
 TOPS = {
     "reduction_unit": ReductionUnit,
     "compressor": Compressor,
     "decompressor": Decompressor,
+    "rx_parser": RxParser,
 }
 
 #: widths every top is exported and tested at (default first)

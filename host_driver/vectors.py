@@ -5,6 +5,10 @@ bias exponents and mantissas towards the places where float arithmetic goes wron
 """
 
 import numpy as np
+from scapy.layers.inet import IP
+from scapy.layers.l2 import ARP, Ether
+
+from . import protocol as pr
 
 _EXPONENTS = np.array([0, 0, 1, 2, 23, 24, 25, 100, 126, 127, 128, 150, 200, 253, 254, 254, 255], dtype=np.uint32)
 _MANTISSAS = np.array([0, 1, 2, 0x3FFFFF, 0x400000, 0x400001, 0x7FFFFE, 0x7FFFFF, 0x1000, 0xFFF], dtype=np.uint32)
@@ -32,3 +36,44 @@ def adder_edge_pairs():
     v = np.array(vals, dtype=np.uint32)
     a, b = np.meshgrid(v, v)
     return a.ravel().astype(np.uint32), b.ravel().astype(np.uint32)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Frames
+# ---------------------------------------------------------------------------------------------------
+
+def _with_ip(f: bytes, **ip_fields) -> bytes:
+    p = Ether(f)
+    for k, v in ip_fields.items():
+        setattr(p[IP], k, v)
+    del p[IP].chksum
+    return bytes(p)
+
+
+def _set(f: bytes, offset: int, value: bytes) -> bytes:
+    return f[:offset] + value + f[offset + len(value):]
+
+
+def malformed_frames():
+    """One frame (and its MAC-error flag) per drop reason of host_driver.protocol.DROP_REASONS."""
+    good = pr.build_frame(np.arange(64, dtype=np.float32).tobytes())
+    return {
+        "mac_error": (good, True),
+        "runt": (good[:60], False),
+        "oversize": (pr.build_frame(bytes(pr.MAX_FRAME_BYTES), count=1), False),
+        "not_for_us": (pr.build_frame(bytes(4), dst_mac="02:00:00:00:00:99"), False),
+        "ethertype": (bytes(Ether(dst=pr.NIC_MAC) / ARP()), False),
+        "ip_version_ihl": (_with_ip(good, ihl=6), False),
+        "ip_checksum": (_set(good, 24, b"\x12\x34"), False),
+        "ip_length": (good[:-4], False),
+        "ip_fragment": (_with_ip(good, flags="MF"), False),
+        "ip_protocol": (_with_ip(good, proto=6), False),
+        "ip_dst": (pr.build_frame(bytes(4), dst_ip="10.0.0.9"), False),
+        "udp_port": (pr.build_frame(bytes(4), dport=4791), False),
+        "udp_length": (_set(good, 38, b"\x00\x10"), False),
+        "version": (pr.build_frame(bytes(4), version=2), False),
+        "opcode": (pr.build_frame(bytes(4), opcode=9), False),
+        "codec_dtype": (pr.build_frame(bytes(4), codec=1, dtype=1, count=2), False),
+        "count": (pr.build_frame(bytes(8), count=3), False),
+        "dst_rank": (pr.build_frame(bytes(4), dst_rank=5), False),
+    }

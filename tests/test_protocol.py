@@ -6,12 +6,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scapy.layers.inet import IP, UDP
-from scapy.layers.l2 import ARP, Ether
+from scapy.layers.l2 import Ether
 from scapy.utils import wrpcap
 
 from host_driver import numerics as nm
 from host_driver import protocol as pr
+from host_driver.vectors import malformed_frames
 
 ROOT = Path(__file__).resolve().parent.parent
 LUA = ROOT / "tools" / "wireshark" / "ainic.lua"
@@ -35,45 +35,9 @@ def test_built_frames_are_accepted_and_round_trip(codec):
     assert len(f) <= pr.MTU_FRAME_BYTES
 
 
-def _with_ip(f: bytes, **ip_fields) -> bytes:
-    p = Ether(f)
-    for k, v in ip_fields.items():
-        setattr(p[IP], k, v)
-    del p[IP].chksum
-    return bytes(p)
-
-
-def _set(f: bytes, offset: int, value: bytes) -> bytes:
-    return f[:offset] + value + f[offset + len(value):]
-
-
-def cases():
-    good = frame(64)
-    return {
-        "mac_error": (good, True),
-        "runt": (good[:60], False),
-        "oversize": (pr.build_frame(bytes(pr.MAX_FRAME_BYTES), count=1), False),
-        "not_for_us": (pr.build_frame(bytes(4), dst_mac="02:00:00:00:00:99"), False),
-        "ethertype": (bytes(Ether(dst=pr.NIC_MAC) / ARP()), False),
-        "ip_version_ihl": (_with_ip(good, ihl=6), False),
-        "ip_checksum": (_set(good, 24, b"\x12\x34"), False),
-        "ip_length": (good[:-4], False),
-        "ip_fragment": (_with_ip(good, flags="MF"), False),
-        "ip_protocol": (_with_ip(good, proto=6), False),
-        "ip_dst": (pr.build_frame(bytes(4), dst_ip="10.0.0.9"), False),
-        "udp_port": (pr.build_frame(bytes(4), dport=4791), False),
-        "udp_length": (_set(good, 38, b"\x00\x10"), False),
-        "version": (pr.build_frame(bytes(4), version=2), False),
-        "opcode": (pr.build_frame(bytes(4), opcode=9), False),
-        "codec_dtype": (pr.build_frame(bytes(4), codec=1, dtype=1, count=2), False),
-        "count": (pr.build_frame(bytes(8), count=3), False),
-        "dst_rank": (pr.build_frame(bytes(4), dst_rank=5), False),
-    }
-
-
 def test_every_drop_reason_is_provoked():
     seen = {}
-    for reason, (f, mac_error) in cases().items():
+    for reason, (f, mac_error) in malformed_frames().items():
         seen[reason] = pr.check_frame(f, mac_error).reason
     assert seen == {r: r for r in pr.DROP_REASONS}
 
