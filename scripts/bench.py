@@ -28,6 +28,7 @@ RUNS = [  # (top, cocotb module, test filter)
     ("reduction_unit", "test_reduction_unit", r"\.throughput"),
     ("compressor", "test_codecs", r"\.throughput"),
     ("decompressor", "test_codecs", r"\.throughput"),
+    ("rx_parser", "test_rx_parser", r"\.throughput"),
 ]
 
 
@@ -35,6 +36,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sim", action="append", choices=SIMULATORS, help="only this simulator (repeatable)")
     ap.add_argument("--width", type=int, default=512)
+    ap.add_argument("--top", action="append", choices=[r[0] for r in RUNS], help="only this block (repeatable)")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench.json")
     ap.add_argument("--synth", action="store_true", help="also map every top with Yosys synth_xilinx (slow)")
     ap.add_argument("--no-sim", action="store_true", help="skip the simulations (with --synth: resources only)")
@@ -49,6 +51,8 @@ def main(argv=None) -> int:
     for sim in [] if args.no_sim else (args.sim or SIMULATORS):
         figures = results.get(sim, {})
         for top, module, test_filter in RUNS:
+            if args.top and top not in args.top:
+                continue
             with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
                 out = tmp.name
             os.unlink(out)
