@@ -42,9 +42,8 @@ def network_order(value, nbytes: int):
     return Cat(*[value[8 * (nbytes - 1 - i):8 * (nbytes - i)] for i in range(nbytes)])
 
 
-def ipv4_checksum_ok(m: Module, ip_bus, name="ip_csum"):
-    """True if the 20-byte IPv4 header (bus order) has a valid checksum: the one's-complement sum of its
-    ten 16-bit words is 0xFFFF."""
+def _ip_sum(m: Module, ip_bus, name):
+    """One's-complement sum (folded to 16 bits) of the ten big-endian words of a 20-byte IPv4 header."""
     words = [Cat(ip_bus[8 * (2 * i + 1):8 * (2 * i + 2)], ip_bus[8 * 2 * i:8 * (2 * i + 1)]) for i in range(10)]
     total = Signal(20, name=f"{name}_sum")
     m.d.comb += total.eq(sum(words))
@@ -52,4 +51,14 @@ def ipv4_checksum_ok(m: Module, ip_bus, name="ip_csum"):
     m.d.comb += fold1.eq(total[:16] + total[16:])
     fold2 = Signal(16, name=f"{name}_fold2")
     m.d.comb += fold2.eq(fold1[:16] + fold1[16])
-    return fold2 == 0xFFFF
+    return fold2
+
+
+def ipv4_checksum_ok(m: Module, ip_bus, name="ip_csum"):
+    """True if the 20-byte IPv4 header (bus order) has a valid checksum: its words sum to 0xFFFF."""
+    return _ip_sum(m, ip_bus, name) == 0xFFFF
+
+
+def ipv4_checksum(m: Module, ip_bus, name="ip_csum_tx"):
+    """The checksum to send for a 20-byte IPv4 header (bus order) whose checksum field is zero."""
+    return ~_ip_sum(m, ip_bus, name)

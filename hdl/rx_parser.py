@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from host_driver.protocol import DROP_REASONS, MAX_FRAME_BYTES, MAX_P, UDP_PORT
 from .axis import AxiStreamSignature, check_width, keep_count
+from .codec import payload_bytes
 from .headers import FRAME_HEADER_BYTES, FrameHeader, ipv4_checksum_ok, network_order
 
 META_BITS = 256 + 32            # the ainic header, then the sender's IPv4 address
@@ -130,17 +131,7 @@ class RxParser(wiring.Component):
         a, ip, udp, eth = h.ainic, h.ipv4, h.udp, h.eth
         payload_len = Signal(17)
         m.d.comb += payload_len.eq(f_len - FRAME_HEADER_BYTES)
-        blocks = (a.count + 15) >> 4
-        need = Signal(20)
-        with m.Switch(a.codec):
-            with m.Case(0):
-                m.d.comb += need.eq(a.count << 2)
-            with m.Case(1, 2):
-                m.d.comb += need.eq(a.count << 1)
-            with m.Case(3):
-                m.d.comb += need.eq((blocks << 4) + blocks)
-            with m.Case(4):
-                m.d.comb += need.eq((blocks << 3) + blocks)
+        need = payload_bytes(m, a.codec, a.count)
         data_op = a.opcode <= 1
         fails = {
             "mac_error": f_err,

@@ -4,6 +4,7 @@ from .compressor import Compressor
 from .decompressor import Decompressor
 from .reduction_unit import ReductionUnit
 from .rx_parser import RxParser
+from .tx_builder import TxBuilder
 
 #: name -> factory(width) -> wiring.Component
 TOPS = {
@@ -11,6 +12,7 @@ TOPS = {
     "compressor": Compressor,
     "decompressor": Decompressor,
     "rx_parser": RxParser,
+    "tx_builder": TxBuilder,
 }
 
 #: widths every top is exported and tested at (default first)

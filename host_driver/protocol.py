@@ -95,8 +95,9 @@ def build_frame(payload: bytes = b"", *, dst_mac=NIC_MAC, src_mac=PEER_MAC, src_
         if per is None:
             raise ValueError("build_frame: a bfp payload does not tell its element count: pass count=")
         header_fields["count"] = len(payload) // per
-    pkt = (Ether(dst=dst_mac, src=src_mac) / IP(src=src_ip, dst=dst_ip, flags="DF", ttl=64)
-           / UDP(sport=sport, dport=dport) / Ainic(**header_fields) / payload)
+    # IPv4 identification 0 (RFC 6864: atomic datagrams, DF set), UDP checksum 0: as the RTL builder sends
+    pkt = (Ether(dst=dst_mac, src=src_mac) / IP(src=src_ip, dst=dst_ip, flags="DF", ttl=64, id=0)
+           / UDP(sport=sport, dport=dport, chksum=0) / Ainic(**header_fields) / payload)
     return bytes(pkt)
 
 
