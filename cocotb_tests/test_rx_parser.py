@@ -10,6 +10,7 @@ from tb import TB, TRAFFIC, frame, rng, width
 from host_driver import numerics as nm
 from host_driver import protocol as pr
 from host_driver.vectors import malformed_frames
+from scapy.packet import fuzz
 
 
 def valid_frame(r):
@@ -38,6 +39,9 @@ def workload(r):
         frames.append((valid_frame(r), False))
         frames.append(bad[i % len(bad)] if i < len(bad) else (fuzzed(r, valid_frame(r)), False))
     frames.append((pr.build_frame(b"", opcode=2, count=0), False))        # an ack: header only
+    for _ in range(6):                                                     # scapy's own field fuzzer
+        hdr = bytes(fuzz(pr.Ainic(version=1)))
+        frames.append((pr.build_frame(b"", count=0)[:42] + hdr, False))
     frames.append((valid_frame(r), False))
     return frames
 

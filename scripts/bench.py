@@ -29,6 +29,7 @@ RUNS = [  # (top, cocotb module, test filter)
     ("compressor", "test_codecs", r"\.throughput"),
     ("decompressor", "test_codecs", r"\.throughput"),
     ("rx_parser", "test_rx_parser", r"\.throughput"),
+    ("tx_builder", "test_tx_builder", r"\.throughput"),
 ]
 
 
