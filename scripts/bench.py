@@ -46,8 +46,8 @@ def main(argv=None) -> int:
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     results["meta"] = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                       "commit": commit, "width": args.width, "clock_mhz": 250,
-                       "method": "10,240 back-to-back beats per block and codec, no idle, no backpressure; "
+                       "commit": commit, "clock_mhz": 250,
+                       "method": "10,240 back-to-back beats per block and codec (keys end in the width W), no idle, no backpressure; "
                                  "beats_per_cycle = (beats-1)/(cycles from first to last beat)"}
     for sim in [] if args.no_sim else (args.sim or SIMULATORS):
         figures = results.get(sim, {})
