@@ -3,6 +3,7 @@
 from .compressor import Compressor
 from .decompressor import Decompressor
 from .reduction_unit import ReductionUnit
+from .packet_loopback import PacketLoopback
 from .rx_parser import RxParser
 from .tx_builder import TxBuilder
 
@@ -13,6 +14,7 @@ TOPS = {
     "decompressor": Decompressor,
     "rx_parser": RxParser,
     "tx_builder": TxBuilder,
+    "packet_loopback": PacketLoopback,
 }
 
 #: widths every top is exported and tested at (default first)
