@@ -48,8 +48,8 @@ def workload(r):
 
 async def start(dut):
     tb = TB(dut, sources=("s_axis",), sinks=("m_axis", "m_meta"))
-    dut.cfg_mac.value = int(pr.NIC_MAC.replace(":", ""), 16)
-    dut.cfg_ip.value = int.from_bytes(bytes(int(x) for x in pr.NIC_IP.split(".")), "big")
+    dut.cfg_mac.value = pr.mac_int(pr.NIC_MAC)
+    dut.cfg_ip.value = pr.ip_int(pr.NIC_IP)
     dut.cfg_udp_port.value = pr.UDP_PORT
     dut.cfg_rank.value = pr.NIC_RANK
     await tb.reset()

@@ -14,8 +14,7 @@ from host_driver import numerics as nm
 from host_driver import protocol as pr
 from host_driver.pcap import tshark_fields, write_pcap
 
-MAC = lambda s: int(s.replace(":", ""), 16)                       # noqa: E731
-IP4 = lambda s: int.from_bytes(bytes(int(x) for x in s.split(".")), "big")   # noqa: E731
+MAC, IP4 = pr.mac_int, pr.ip_int
 
 
 def random_packet(r, header_only=False):

@@ -38,6 +38,16 @@ NIC_RANK = 0
 PEER_RANK = 1
 
 
+def mac_int(mac: str) -> int:
+    """"02:00:00:00:00:01" -> the 48-bit integer a cfg_mac register holds."""
+    return int(mac.replace(":", ""), 16)
+
+
+def ip_int(ip: str) -> int:
+    """"10.0.0.1" -> the 32-bit integer a cfg_ip register holds."""
+    return int.from_bytes(bytes(int(x) for x in ip.split(".")), "big")
+
+
 class Ainic(Packet):
     """The 32-byte ainic header. All fields big-endian (network order)."""
 
@@ -169,7 +179,7 @@ def check_frame(frame: bytes, mac_error: bool = False, *, nic_mac=NIC_MAC, nic_i
         return Verdict(False, "ip_fragment")
     if ip[9] != 17:
         return Verdict(False, "ip_protocol")
-    if ip[16:20] != bytes(int(x) for x in nic_ip.split(".")):
+    if ip[16:20] != ip_int(nic_ip).to_bytes(4, "big"):
         return Verdict(False, "ip_dst")
     udp = b[34:42]
     if int.from_bytes(udp[2:4], "big") != udp_port:
