@@ -1,6 +1,7 @@
 """The synthesizable tops, by name: what ``make verilog`` exports and what the testbenches build."""
 
 from .compressor import Compressor
+from .csr import RegisterBlock
 from .decompressor import Decompressor
 from .reduction_unit import ReductionUnit
 from .packet_loopback import PacketLoopback
@@ -15,6 +16,7 @@ TOPS = {
     "rx_parser": RxParser,
     "tx_builder": TxBuilder,
     "packet_loopback": PacketLoopback,
+    "register_block": RegisterBlock,
 }
 
 #: widths every top is exported and tested at (default first)
