@@ -141,6 +141,9 @@ def render_markdown() -> str:
     lines = ["# Registers", "",
              "*Generated from `host_driver/regmap.py` by `scripts/gen_regs.py`; do not edit by hand.*", "",
              __doc__.strip().split("\n\n", 1)[1].replace("\n", " ").replace("``", "`"), "",
+             "In RTL the map is `RegisterBlock` (`hdl/csr.py`): `rw` registers drive its `cfg` outputs, `ro` "
+             "registers read its `stat` inputs, `w1c` bits are set through `set`, `wo` writes pulse `strobe`; "
+             "addresses outside the map answer SLVERR. C code includes `build/ainic_regs.h` (`make verilog`).", "",
              "| offset | name | access | reset | description |", "|--------|------|--------|-------|-------------|"]
     for r in REGISTERS:
         name = r.name if r.count == 1 else f"{r.name}[0..{r.count - 1}]"
