@@ -8,18 +8,10 @@ import cocotb
 from cocotb.triggers import ClockCycles
 
 from tb import frame
-from test_rx_parser import start
-from host_driver import protocol as pr
+from test_rx_parser import counters, start
 from host_driver.pcap import read_pcap
 
 TIMEOUT_CYCLES = 20000
-
-
-def counters(dut):
-    drops = int(dut.stat_drops.value)
-    c = {reason: (drops >> (32 * i)) & 0xFFFFFFFF for i, reason in enumerate(pr.DROP_REASONS)}
-    c["accepted"] = int(dut.stat_accepted.value)
-    return c
 
 
 @cocotb.test()

@@ -7,7 +7,7 @@ import random
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
 CLOCK_NS = 4            # 250 MHz, the clock the performance figures are stated at
@@ -69,12 +69,3 @@ TRAFFIC = [(0.0, 0.0), (0.3, 0.0), (0.0, 0.5), (0.4, 0.4)]   # (idle, backpressu
 
 def frame(data: bytes, **kw) -> AxiStreamFrame:
     return AxiStreamFrame(data, **kw)
-
-
-async def count_cycles(clk, until):
-    """Cycles until ``until()`` returns true (checked every rising edge)."""
-    n = 0
-    while not until():
-        await RisingEdge(clk)
-        n += 1
-    return n

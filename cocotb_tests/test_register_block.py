@@ -2,25 +2,21 @@
 
 import cocotb
 import pytest
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 from cocotbext.axi.constants import AxiResp
 
-from tb import CLOCK_NS, rng, width
+from tb import TB, rng, width
 from host_driver import regmap as rm
 from hdl.csr import RO, RW
 
 
 async def start(dut):
-    cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
+    tb = TB(dut)                          # clock; the AXI4-Lite master is the only endpoint
     master = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil", bus_separator="__"), dut.clk, dut.rst)
     dut.stat.value = 0
     dut.set.value = 0
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 4)
-    dut.rst.value = 0
-    await ClockCycles(dut.clk, 2)
+    await tb.reset()
     return master
 
 
