@@ -37,17 +37,23 @@ def selected_sims():
 
 def build(sim: str, top: str, width: int):
     apply_sim_env()
-    source = export(top, width)
+    from hdl.tops import SIM_TOPS
+    sources = [export(top, width), *getattr(SIM_TOPS.get(top), "sim_sources", ())]
     name = module_name(top, width)
     build_dir = BUILD / "sim" / sim / name
     runner = get_runner(sim)
     build_args = []
+    if sim == "icarus":
+        # Yosys marks every `always @*` with a `reg ... = 0` whose change at time 0 makes the block run once;
+        # under -g2012 Icarus initialises such regs before time 0 without an event, so blocks whose inputs
+        # never change (constant configuration) would hold X forever. Verilog-2005 semantics keep the event.
+        build_args = ["-g2005"]
     if sim == "verilator":
         # The exported Verilog is lint-clean under -Wall (see tests/test_verilog.py); the cocotb build
         # itself only needs the warnings that matter for simulation.
         build_args = ["-Wno-fatal", "-O3", "--x-assign", "fast", "--x-initial", "fast"]
     with file_lock(f"build-{sim}-{name}"):
-        runner.build(sources=[source], hdl_toplevel=name, build_dir=build_dir, timescale=TIMESCALE,
+        runner.build(sources=sources, hdl_toplevel=name, build_dir=build_dir, timescale=TIMESCALE,
                      build_args=build_args, log_file=build_dir / "build.log")
     return runner, build_dir, name
 

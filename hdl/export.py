@@ -25,7 +25,7 @@ def file_lock(name: str):
 
 def hdl_digest() -> str:
     h = hashlib.sha256()
-    for path in sorted((ROOT / "hdl").glob("*.py")):
+    for path in sorted((ROOT / "hdl").glob("*.py")) + sorted((ROOT / "host_driver").glob("*.py")):
         h.update(path.name.encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
@@ -35,10 +35,11 @@ def export(top: str, width: int, out_dir: Path = VERILOG_DIR) -> Path:
     """Write ``<out_dir>/<module>.v`` for one top at one width (only when ``hdl/`` changed); return its path."""
     from amaranth.back import verilog
 
-    from .tops import TOPS, module_name
+    from .tops import SIM_TOPS, TOPS, module_name
 
-    if top not in TOPS:
-        raise ValueError(f"unknown top {top!r}; known: {', '.join(TOPS)}")
+    factory = TOPS.get(top) or SIM_TOPS.get(top)
+    if factory is None:
+        raise ValueError(f"unknown top {top!r}; known: {', '.join([*TOPS, *SIM_TOPS])}")
     name = module_name(top, width)
     path = Path(out_dir) / f"{name}.v"
     stamp = path.with_suffix(".digest")
@@ -46,7 +47,7 @@ def export(top: str, width: int, out_dir: Path = VERILOG_DIR) -> Path:
     with file_lock(name):
         if path.exists() and stamp.exists() and stamp.read_text() == digest:
             return path
-        text = verilog.convert(TOPS[top](width), name=name, emit_src=False)
+        text = verilog.convert(factory(width), name=name, emit_src=False)
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text() != text:     # keep mtimes for the simulators' caches
             path.write_text(text)

@@ -3,6 +3,9 @@
 from .compressor import Compressor
 from .csr import RegisterBlock
 from .decompressor import Decompressor
+from .dma_engine import DmaEngine
+from .host_bench import HostBench
+from .host_interface import HostInterface
 from .reduction_unit import ReductionUnit
 from .packet_loopback import PacketLoopback
 from .rx_parser import RxParser
@@ -17,6 +20,13 @@ TOPS = {
     "tx_builder": TxBuilder,
     "packet_loopback": PacketLoopback,
     "register_block": RegisterBlock,
+    "dma_engine": DmaEngine,
+    "host_interface": HostInterface,
+}
+
+#: simulation-only tops (they instantiate the models in hdl/sim/); built by the testbenches, never exported
+SIM_TOPS = {
+    "host_bench": HostBench,
 }
 
 #: widths every top is exported and tested at (default first)

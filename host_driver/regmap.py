@@ -67,7 +67,8 @@ def _build():
         Field("dtypes", 24, 4, "bit per element type: fp32 = bit 0, int32 = bit 1"),
     ])
     reg("CONTROL", "rw", 0, "Global control.", [
-        Field("enable", 0, 1, "1: the NIC takes descriptors and frames"),
+        Field("enable", 0, 1, "1: the NIC takes descriptors and frames; 0: it finishes the current descriptor, "
+              "then holds SQ_HEAD, SQ_TAIL and CQ_TAIL at 0 (configure the rings, then enable)"),
         Field("reset_stats", 1, 1, "write 1: clear every counter (self-clearing)"),
     ])
     reg("RANK", "rw", 0, "This NIC's rank in the job (0 .. WORLD_SIZE-1).")
@@ -82,12 +83,16 @@ def _build():
         reg(f"{name}_BASE_LO", "rw", 0, f"Host address of the {bits} ring ({desc}), bits 31:0; 64-byte aligned.",
             align=0x10 if name == "SQ" else None)
         reg(f"{name}_BASE_HI", "rw", 0, f"Host address of the {bits} ring, bits 63:32.")
-        reg(f"{name}_SIZE_LOG2", "rw", 0, f"log2 of the {bits} ring's entry count (1 .. 16).")
-        reg(f"{name}_HEAD" if name == "CQ" else f"{name}_TAIL", "rw" if name == "CQ" else "ro", 0,
-            "Index the host has consumed up to (host writes)" if name == "CQ"
-            else "Index the NIC has consumed up to (NIC writes)")
-    reg("SQ_DOORBELL", "wo", 0, "Write the new submission-ring producer index: the NIC fetches up to it.")
-    reg("CQ_PRODUCER", "ro", 0, "Index of the next completion record the NIC will write.")
+        reg(f"{name}_SIZE_LOG2", "rw", 0, f"log2 of the {bits} ring's entry count (1 .. 15).")
+    reg("SQ_HEAD", "ro", 0, "Free-running 16-bit index of the next descriptor the NIC will fetch.")
+    reg("SQ_DOORBELL", "wo", 0, "Write the free-running 16-bit producer index: the NIC fetches up to it. "
+        "A value more than the ring size ahead of SQ_HEAD is ignored and sets ERROR_STATUS.doorbell.")
+    reg("SQ_TAIL", "ro", 0, "The last accepted doorbell value (free-running 16-bit producer index).")
+    reg("CQ_TAIL", "ro", 0, "Free-running 16-bit index of the next completion record the NIC will write.")
+    reg("CQ_HEAD", "rw", 0, "Free-running 16-bit index the host has consumed completions up to; the NIC "
+        "waits while the ring is full (CQ_TAIL - CQ_HEAD = size).")
+    reg("DESC_COMPLETED", "ro", 0, "Descriptors completed (any status, wraps).")
+    reg("DESC_ERRORS", "ro", 0, "Descriptors completed with a status other than ok (wraps).")
     reg("IRQ_ENABLE", "rw", 0, "Interrupt enable, one bit per cause (as IRQ_STATUS).")
     reg("IRQ_STATUS", "w1c", 0, "Interrupt causes; `irq` is high while (IRQ_STATUS & IRQ_ENABLE) != 0.", [
         Field("completion", 0, 1, "a completion record was written"),
@@ -97,6 +102,9 @@ def _build():
         Field("dma", 0, 1, "an AXI read or write returned SLVERR/DECERR"),
         Field("int32_overflow", 1, 1, "an int32 reduction saturated"),
         Field("framing", 2, 1, "the reduction unit saw inputs with different framing"),
+        Field("doorbell", 3, 1, "an SQ_DOORBELL value more than the ring size ahead of SQ_HEAD was ignored"),
+        Field("ring_config", 4, 1, "enabled with a ring size outside 1 .. 15 or a base not 64-byte aligned"),
+        Field("completion_write", 5, 1, "writing a completion record failed (the descriptor is lost)"),
     ])
     reg("PEER_MAC_LO", "rw", 0, "Peer table: MAC address of rank i, bits 31:0.", count=MAX_RANKS, align=0x100)
     reg("PEER_MAC_HI", "rw", 0, "Peer table: MAC address of rank i, bits 47:32 (in 15:0).", count=MAX_RANKS)

@@ -1,0 +1,170 @@
+"""Driver-level scenarios, one body for every backend: each takes a started :class:`host_driver.nic.Nic`
+and returns a transcript (completions without timing, digests of results) that must be identical on the
+RTL and on the software model."""
+
+import hashlib
+
+import numpy as np
+
+from host_driver import descriptors as ds
+from host_driver import numerics as nm
+from host_driver.vectors import edge_f32_bits
+
+CODECS = list(nm.CODECS)
+
+
+def expected(x_bits: np.ndarray, codec: str) -> np.ndarray:
+    return x_bits if codec == "none" else nm.as_bits(nm.roundtrip(x_bits, codec))
+
+
+async def copies(nic, r, n_desc=12, max_elems=700, batch=6):
+    """Random sizes, alignments, codecs and dtypes, ``batch`` descriptors outstanding at a time; every
+    destination checked bit for bit against the golden model, and the bytes around it untouched."""
+    B = nic.backend.width // 8
+    transcript = []
+    pending = []
+    for i in range(n_desc):
+        n = int(r.integers(1, max_elems + 1)) if i % 3 else int(r.choice([1, B // 4, B // 4 + 1, 16, 255]))
+        codec = CODECS[int(r.integers(0, len(CODECS)))]
+        dtype = "int32" if codec == "none" and r.random() < 0.3 else "fp32"
+        x = edge_f32_bits(r, n).astype(np.uint32)
+        src = nic.alloc(4 * n + 2 * B, align=B) + 4 * int(r.integers(0, B // 4 + 1))
+        dst_buf = nic.alloc(4 * n + 4 * B, align=B)
+        dst = dst_buf + B + 4 * int(r.integers(0, B // 4 + 1))
+        guard = r.integers(0, 256, 4 * n + 4 * B, dtype=np.uint8)
+        await nic.write(dst_buf, guard)
+        await nic.write(src, x)
+        tag = int(r.integers(0, 1 << 63))
+        index = await nic.submit("copy", src=src, dst=dst, count=n, dtype=dtype, codec=codec, tag=tag)
+        pending.append((index, x, codec, dst_buf, dst, guard, tag, n))
+        if len(pending) == batch or i == n_desc - 1:
+            for index, x, codec, dst_buf, dst, guard, tag, n in pending:
+                c = await nic.wait(index)
+                assert c.ok, f"copy {index} ({n} x {codec}, dst {dst:#x}): {c.status_name}"
+                assert (c.tag, c.host_bytes, c.sq_index) == (tag, 4 * n, index), c
+                got = await nic.read(dst_buf, len(guard), np.uint8)
+                off = dst - dst_buf
+                want = guard.copy()
+                want[off:off + 4 * n] = expected(x, codec).view(np.uint8)
+                bad = np.nonzero(got != want)[0]
+                assert bad.size == 0, (f"copy {index} ({n} x {codec}, src/dst offsets {off - B}): {bad.size} bytes "
+                                       f"differ, first at {bad[0] - off} of the destination")
+                transcript.append((c.functional(), hashlib.sha256(got.tobytes()).hexdigest()))
+            pending.clear()
+            nic.free_all()
+    return transcript
+
+
+def bad_descriptor_cases(mem_size):
+    """(name, fields to override, register overrides): one per check of ``descriptors.check``."""
+    S = ds.STATUS_CODE
+    return [
+        ("bad_opcode", {"opcode": 0}, {}), ("bad_opcode", {"opcode": 9}, {}),
+        ("bad_dtype", {"dtype": 2}, {}),
+        ("bad_codec", {"codec": 5}, {}), ("bad_codec", {"codec": 7}, {}),
+        ("codec_dtype", {"dtype": 1, "codec": 3}, {}),
+        ("bad_algorithm", {"algorithm": 1}, {}),
+        ("bad_count", {"count": 0}, {}), ("bad_count", {"count": ds.MAX_COUNT + 1}, {}),
+        ("bad_alignment", {"src_offset": 2}, {}), ("bad_alignment", {"dst_offset": 1}, {}),
+        ("bad_range", {"src": (1 << 64) - 8, "count": 4}, {}),
+        ("bad_world_size", {"opcode": 2}, {"WORLD_SIZE": 0}),
+        ("bad_world_size", {"opcode": 3}, {"WORLD_SIZE": 65}),
+        ("bad_world_size", {"opcode": 4}, {"WORLD_SIZE": 4, "RANK": 4}),
+        ("bad_packet_size", {"codec": 1}, {"PACKET_ELEMS": 100}),
+        ("bad_packet_size", {"opcode": 2}, {"PACKET_ELEMS": 2048, "WORLD_SIZE": 2}),
+        ("unsupported", {"opcode": 2}, {"WORLD_SIZE": 2}),
+    ], S
+
+
+async def bad_descriptors(nic, r):
+    """Every bad-descriptor class gets its status (the reference ``descriptors.check`` agrees), nothing
+    is written, and the next good descriptor completes."""
+    cases, S = bad_descriptor_cases(nic.backend.mem_size)
+    transcript = []
+    n = 40
+    x = edge_f32_bits(r, n).astype(np.uint32)
+    src, dst = nic.alloc(4 * n), nic.alloc(4 * n)
+    await nic.write(src, x)
+    for name, override, regs in cases:
+        await nic.write(dst, np.zeros(n, np.uint32))
+        fields = {"opcode": 1, "dtype": 0, "codec": 0, "algorithm": 0, "count": n, "src": src, "dst": dst,
+                  "tag": 7, "collective": 3}
+        fields.update({k: v for k, v in override.items() if not k.endswith("_offset")})
+        fields["src"] += override.get("src_offset", 0)
+        fields["dst"] += override.get("dst_offset", 0)
+        saved = {k: await nic.read_reg(k) for k in regs}
+        for k, v in regs.items():
+            await nic.write_reg(k, v)
+        ref = ds.check(fields, await nic.read_reg("WORLD_SIZE"), await nic.read_reg("RANK"),
+                       await nic.read_reg("PACKET_ELEMS"))
+        assert ref == S[name], f"reference check gives {ref} for case {name}"
+        c = await nic.wait(await nic.submit_raw(**fields))
+        assert c.status == S[name], f"{name} {override}: got {c.status_name}"
+        assert (c.tag, c.collective, c.opcode, c.host_bytes) == (7, 3, fields["opcode"], 0), c
+        for k, v in saved.items():
+            await nic.write_reg(k, v)
+        assert not (await nic.read(dst, n, np.uint32)).any(), f"{name}: the destination was written"
+        good = await nic.wait(await nic.submit("copy", src=src, dst=dst, count=n))
+        assert good.ok and np.array_equal(await nic.read(dst, n, np.uint32), x), f"copy after {name}"
+        transcript.append((c.functional(), good.functional()))
+    assert await nic.read_reg("DESC_ERRORS") == len(cases)
+    return transcript
+
+
+async def dma_errors(nic, r):
+    """SLVERR and DECERR on the data read, the data write and the descriptor fetch each end in their
+    status; the NIC goes on. A failed completion write raises NicError from wait()."""
+    from host_driver.nic import NicError
+    S = ds.STATUS_CODE
+    mem = nic.backend.memory
+    B = nic.backend.width // 8
+    n = 100
+    x = edge_f32_bits(r, n).astype(np.uint32)
+    src, dst = nic.alloc(4 * n, align=B), nic.alloc(4 * n, align=B)
+    await nic.write(src, x)
+    transcript = []
+
+    async def copy(**kw):
+        fields = {"opcode": 1, "count": n, "src": src, "dst": dst, "tag": 1, **kw}
+        return await nic.wait(await nic.submit_raw(**fields))
+
+    for resp, suffix in ((2, "slverr"), (3, "decerr")):
+        mem.configure(err_lo=src + 4 * B, err_hi=src + 5 * B, err_resp=resp)
+        c = await copy()
+        assert c.status == S[f"read_{suffix}"], c.status_name
+        mem.configure(err_lo=dst + B, err_hi=dst + 2 * B, err_resp=resp)
+        c2 = await copy()
+        assert c2.status == S[f"write_{suffix}"], c2.status_name
+        mem.configure(err_lo=nic.sq_base, err_hi=nic.cq_base, err_resp=resp)
+        c3 = await copy()
+        assert c3.status == S["fetch_error"] and c3.opcode == 0 and c3.tag == 0, c3
+        mem.configure()
+        ok = await copy()
+        assert ok.ok and np.array_equal(await nic.read(dst, n, np.uint32), x)
+        transcript.append([c.functional(), c2.functional(), c3.functional(), ok.functional()])
+    # beyond the end of memory: DECERR from the memory's decoder
+    c = await copy(src=nic.backend.mem_size - 2 * B)
+    assert c.status == S["read_decerr"], c.status_name
+    c2 = await copy(dst=nic.backend.mem_size + 64)
+    assert c2.status == S["write_decerr"], c2.status_name
+    transcript.append([c.functional(), c2.functional()])
+    # a completion record that cannot be written: the NIC flags it and goes on
+    mem.configure(err_lo=nic.cq_base, err_hi=nic.cq_base + nic.cq_entries * 64, err_resp=2)
+    index = await nic.submit_raw(opcode=1, count=n, src=src, dst=dst)
+    try:
+        await nic.wait(index)
+        raise AssertionError("a lost completion did not raise")
+    except NicError as e:
+        assert e.bits == 1 << 5, e
+    mem.configure()
+    await nic.start(packet_elems=nic.packet_elems)
+    ok = await copy()
+    assert ok.ok
+    transcript.append(ok.functional())
+    return transcript
+
+
+async def all_scenarios(nic, r):
+    await nic.start(packet_elems=int(r.choice([16, 64, 256])))
+    return {"copies": await copies(nic, r), "bad": await bad_descriptors(nic, r),
+            "dma_errors": await dma_errors(nic, r)}

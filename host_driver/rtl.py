@@ -1,0 +1,135 @@
+"""The RTL backend: the host interface in a cocotb simulation (top ``ainic_host_bench_w<W>``).
+
+Registers go through cocotbext-axi's AXI4-Lite master; host memory is the HDL model
+``hdl/sim/ainic_host_memory.v``, loaded and unloaded in bulk through its ``$readmemh``/``$writememh``
+backdoor (no Python per beat). Import this module only inside a cocotb test.
+"""
+
+import os
+from pathlib import Path
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, First, RisingEdge
+from cocotbext.axi import AxiLiteBus, AxiLiteMaster
+
+from hdl.host_bench import MEMORY_CONFIG
+
+CLOCK_NS = 4            # 250 MHz
+
+
+class HostMemory:
+    """Bulk access to the HDL host memory of one bench (``prefix`` selects the ports, e.g. ``mem_``)."""
+
+    def __init__(self, dut, width: int, addr_bits: int, prefix: str = "mem_", workdir: Path = None,
+                 load_file: str = "hostmem_load.hex", dump_file: str = "hostmem_dump.hex"):
+        self.dut, self.prefix = dut, prefix
+        self.B = width // 8
+        self.size = 1 << addr_bits
+        workdir = Path(workdir or os.getcwd())
+        self.load_path, self.dump_path = workdir / load_file, workdir / dump_file
+
+    def _port(self, name):
+        return getattr(self.dut, self.prefix + name)
+
+    def configure(self, latency=0, rate=0.0, stall=0.0, seed=1, err_lo=0, err_hi=0, err_resp=0):
+        """Timing and faults: ``latency`` cycles AR->R and W->B; ``rate`` bytes/cycle (0 = unlimited);
+        ``stall`` probability per cycle and channel; error region [err_lo, err_hi) answering err_resp."""
+        values = {"cfg_latency": latency, "cfg_rate": round(rate * 256), "cfg_stall": round(stall * 256),
+                  "cfg_seed": seed, "cfg_err_lo": err_lo, "cfg_err_hi": err_hi, "cfg_err_resp": err_resp}
+        for k, v in values.items():
+            if not 0 <= v < 1 << MEMORY_CONFIG[k]:
+                raise ValueError(f"{k}={v} out of range for {MEMORY_CONFIG[k]} bits")
+            self._port(k).value = v
+
+    async def _pulse(self, name):
+        clk = self.dut.clk
+        self._port(name).value = 1
+        await RisingEdge(clk)
+        self._port(name).value = 0
+        await ClockCycles(clk, 2)
+
+    async def _dump_words(self, first: int, last: int) -> np.ndarray:
+        self._port("bd_lo").value = first
+        self._port("bd_hi").value = last
+        await self._pulse("bd_dump")
+        lines = [ln.strip() for ln in self.dump_path.read_text().splitlines()]
+        hexs = "".join(ln.split("//")[0].strip() for ln in lines if ln and not ln.startswith(("@", "//")))
+        raw = np.frombuffer(bytes.fromhex(hexs), np.uint8).reshape(-1, self.B)[:, ::-1]
+        if raw.shape[0] != last - first + 1:
+            raise RuntimeError(f"memory dump of words {first}..{last} gave {raw.shape[0]} words")
+        return raw
+
+    async def write(self, addr: int, data: bytes) -> None:
+        if not data:
+            return
+        B = self.B
+        end = addr + len(data)
+        first, last = addr // B, (end - 1) // B
+        img = np.zeros((last - first + 1) * B, np.uint8)
+        if addr % B:
+            img[:B] = (await self._dump_words(first, first)).ravel()
+        if end % B:
+            img[-B:] = (await self._dump_words(last, last)).ravel()
+        img[addr - first * B:end - first * B] = np.frombuffer(data, np.uint8)
+        hexs = img.reshape(-1, B)[:, ::-1].tobytes().hex()
+        n = 2 * B
+        body = "\n".join(hexs[i:i + n] for i in range(0, len(hexs), n))
+        self.load_path.write_text(f"@{first:x}\n{body}\n")
+        await self._pulse("bd_load")
+
+    async def read(self, addr: int, n: int) -> bytes:
+        if n <= 0:
+            return b""
+        B = self.B
+        first, last = addr // B, (addr + n - 1) // B
+        raw = (await self._dump_words(first, last)).ravel()
+        return raw[addr - first * B:addr - first * B + n].tobytes()
+
+    def stats(self) -> dict:
+        from hdl.host_bench import MEMORY_STATS
+        return {k: int(self._port(k).value) for k in MEMORY_STATS}
+
+
+class RtlBackend:
+    """Registers through AXI4-Lite, host memory through the backdoor, the interrupt from ``irq``."""
+
+    def __init__(self, dut, width: int, addr_bits: int = 24):
+        self.dut = dut
+        self.width = width
+        self.memory = HostMemory(dut, width, addr_bits)
+        self.mem_size = self.memory.size
+        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil", bus_separator="__"), dut.clk, dut.rst)
+
+    async def reset(self, **memory_config) -> None:
+        cocotb.start_soon(Clock(self.dut.clk, CLOCK_NS, unit="ns").start())
+        self.memory.configure(**memory_config)
+        for name in ("bd_load", "bd_dump", "bd_lo", "bd_hi"):
+            getattr(self.dut, f"mem_{name}").value = 0
+        self.dut.rst.value = 1
+        await ClockCycles(self.dut.clk, 4)
+        self.dut.rst.value = 0
+        await ClockCycles(self.dut.clk, 2)
+
+    async def read_reg(self, offset: int) -> int:
+        return int.from_bytes((await self.axil.read(offset, 4)).data, "little")
+
+    async def write_reg(self, offset: int, value: int) -> None:
+        await self.axil.write(offset, int(value).to_bytes(4, "little"))
+
+    async def mem_write(self, addr: int, data: bytes) -> None:
+        await self.memory.write(addr, data)
+
+    async def mem_read(self, addr: int, n: int) -> bytes:
+        return await self.memory.read(addr, n)
+
+    async def wait_irq(self, timeout_cycles: int) -> None:
+        if self.dut.irq.value == 1:
+            return
+        timeout = ClockCycles(self.dut.clk, timeout_cycles)
+        if await First(RisingEdge(self.dut.irq), timeout) is timeout:
+            raise TimeoutError(f"no interrupt in {timeout_cycles} cycles")
+
+    def cycle(self) -> int:
+        return int(self.dut.mem_stat_cycle.value)
