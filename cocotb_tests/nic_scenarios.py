@@ -155,7 +155,7 @@ async def dma_errors(nic, r):
         await nic.wait(index)
         raise AssertionError("a lost completion did not raise")
     except NicError as e:
-        assert e.bits == 1 << 5, e
+        assert e.bits == 1 << 5 and e.lost == index, e
     mem.configure()
     await nic.start(packet_elems=nic.packet_elems)
     ok = await copy()

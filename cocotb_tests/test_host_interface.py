@@ -64,4 +64,4 @@ async def scenarios_against_model(dut):
 @pytest.mark.parametrize("width", [64, 512])
 def test_host_interface(sim, width):
     from harness import run
-    run(sim, "host_bench", width, "test_host_interface", env={"COCOTB_TEST_FILTER": r"\.smoke_copy"})
+    run(sim, "host_bench", width, "test_host_interface", )

@@ -153,6 +153,8 @@ class CommandProcessor(wiring.Component):
             m.d.sync += cycles.eq(cycles + 1)
 
         verdict = check_descriptor(m, desc, cfg)
+        # the descriptor register holds still from CHECK until the next fetch: the codec loop's settings
+        m.d.comb += [self.loop_codec.eq(desc.codec), self.loop_count.eq(desc.count)]
         use_loop = Signal()
         length = Cat(C(0, 2), desc.count)
 
@@ -168,7 +170,8 @@ class CommandProcessor(wiring.Component):
         rd, wr = self.rd_data, self.wr_data
         with m.If(rd.tvalid & rd.tready & (rd.tuser > read_resp)):
             m.d.sync += read_resp.eq(rd.tuser)
-        m.d.comb += self.wr_poison.eq(read_resp >= RESP_SLVERR)
+        poison = Signal()
+        m.d.comb += self.wr_poison.eq(poison & (read_resp >= RESP_SLVERR))
 
         with m.FSM():
             with m.State("IDLE"):
@@ -195,8 +198,7 @@ class CommandProcessor(wiring.Component):
                         m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.sync += [read_resp.eq(0), sent_rd.eq(0), sent_wr.eq(0),
-                             use_loop.eq(desc.codec != CODEC_NONE),
-                             self.loop_codec.eq(desc.codec), self.loop_count.eq(desc.count)]
+                             use_loop.eq(desc.codec != CODEC_NONE)]
                 with m.If(fetch_resp >= RESP_SLVERR):
                     m.d.sync += [status.eq(S["fetch_error"]), desc.eq(0)]
                     m.next = "COMPLETE"
@@ -208,6 +210,7 @@ class CommandProcessor(wiring.Component):
                     m.d.comb += self.loop_start.eq(1)
                     m.next = "COPY"
             with m.State("COPY"):
+                m.d.comb += poison.eq(1)
                 m.d.comb += [
                     self.rd_cmd.valid.eq(~sent_rd),
                     self.rd_cmd.payload.addr.eq(desc.src), self.rd_cmd.payload.length.eq(length),

@@ -22,16 +22,19 @@ from . import regmap as rm
 
 IRQ_COMPLETION = 1 << next(f.lsb for f in rm.BY_NAME["IRQ_STATUS"].fields if f.name == "completion")
 IRQ_ERROR = 1 << next(f.lsb for f in rm.BY_NAME["IRQ_STATUS"].fields if f.name == "error")
+ERR_COMPLETION_WRITE = 1 << next(f.lsb for f in rm.BY_NAME["ERROR_STATUS"].fields if f.name == "completion_write")
 DEFAULT_TIMEOUT_CYCLES = 2_000_000
 
 
 class NicError(RuntimeError):
     """The NIC reported an error it could not attach to a descriptor (ERROR_STATUS bits in ``.bits``)."""
 
-    def __init__(self, bits: int):
+    def __init__(self, bits: int, lost: int = None):
         names = [f.name for f in rm.BY_NAME["ERROR_STATUS"].fields if bits >> f.lsb & 1]
-        super().__init__(f"NIC error status {bits:#x}: {', '.join(names) or 'unknown'}")
+        more = f"; descriptor {lost} has no completion" if lost is not None else ""
+        super().__init__(f"NIC error status {bits:#x}: {', '.join(names) or 'unknown'}{more}")
         self.bits = bits
+        self.lost = lost
 
 
 class CompletionError(RuntimeError):
@@ -80,7 +83,7 @@ class Nic:
         self._heap_start = self._heap = self.cq_base + cq_entries * ds.RECORD_BYTES
         self.sq_tail = 0            # next index to submit (free-running 16 bit)
         self.cq_head = 0            # next completion to collect
-        self.outstanding = set()
+        self.outstanding = {}          # index -> None, in submission order
         self.done = {}
         self.packet_elems = None
 
@@ -186,7 +189,7 @@ class Nic:
         index = self.sq_tail
         await self.backend.mem_write(self.sq_base + (index % self.sq_entries) * ds.RECORD_BYTES, raw)
         self.sq_tail = (index + 1) & 0xFFFF
-        self.outstanding.add(index)
+        self.outstanding[index] = None
         await self.write_reg("SQ_DOORBELL", self.sq_tail)
         return index
 
@@ -216,8 +219,10 @@ class Nic:
             await self.write_reg("IRQ_STATUS", status)
             if status & IRQ_ERROR:
                 err = await self.read_reg("ERROR_STATUS")
-                await self.write_reg("ERROR_STATUS", err)
-                raise NicError(err)
+                if err & ~ERR_COMPLETION_WRITE:
+                    await self.write_reg("ERROR_STATUS", err)
+                    raise NicError(err)
+                # a lost completion record: CQ_TAIL has moved past it; the phase check below names it
         n = (tail - self.cq_head) & 0xFFFF
         first = self.cq_head % self.cq_entries
         slots = [(first + i) % self.cq_entries for i in range(n)]
@@ -225,10 +230,21 @@ class Nic:
         for i, slot in enumerate(slots):
             rec = raw[slot * 64:(slot + 1) * 64] if raw else await self.backend.mem_read(self.cq_base + slot * 64, 64)
             c = ds.Completion.from_bytes(rec)
-            want_phase = 1 - ((self.cq_head + i) // self.cq_entries) % 2
+            want_phase = 1 - (self.cq_head // self.cq_entries) % 2
             if c.phase != want_phase:
+                # the NIC advanced CQ_TAIL without a record: a completion write failed
+                # (descriptors complete in order: it was the oldest outstanding one)
+                self.cq_head = (self.cq_head + 1) & 0xFFFF
+                await self.write_reg("CQ_HEAD", self.cq_head)
+                lost = next(iter(self.outstanding), None)
+                self.outstanding.pop(lost, None)
+                err = await self.read_reg("ERROR_STATUS")
+                if err:
+                    await self.write_reg("ERROR_STATUS", err)
+                    raise NicError(err, lost)
                 raise RuntimeError(f"completion slot {slot}: phase {c.phase}, expected {want_phase} (CQ_TAIL {tail})")
-            self.outstanding.discard(c.sq_index)
+            self.outstanding.pop(c.sq_index, None)
             self.done[c.sq_index] = c
+            self.cq_head = (self.cq_head + 1) & 0xFFFF
         self.cq_head = tail
         await self.write_reg("CQ_HEAD", tail)
