@@ -106,7 +106,6 @@ module ainic_host_memory #(
     wire tok_ok = cfg_rate == 0 || tokens >= beat_cost;
     wire r_fire, w_fire;
     wire [1:0] tok_take = (r_fire ? 2'd1 : 2'd0) + (w_fire ? 2'd1 : 2'd0);
-    // with one token's worth only one of R and W may move in a cycle: R has priority
     wire tok_two = cfg_rate == 0 || tokens >= 2 * beat_cost;
 
     // -- error decode -------------------------------------------------------------------------------------
@@ -137,7 +136,10 @@ module ainic_host_memory #(
     reg [63:0] rd_addr;
     reg [7:0]  rd_left;
     wire rd_start_ok = !arq_empty && stat_cycle >= arq_time[arq_rp[3:0]] + cfg_latency;
-    wire r_can = (!s_axi_rvalid || s_axi_rready) && !stall_r && tok_ok;
+    // W has the bucket first; R needs a second beat's worth when W moves (no path from R to W, so
+    // a master whose RREADY depends on WREADY, like a streaming copy, makes no combinational loop)
+    wire r_tok = w_fire ? tok_two : tok_ok;
+    wire r_can = (!s_axi_rvalid || s_axi_rready) && !stall_r && r_tok;
     assign r_fire = r_can && (rd_busy || rd_start_ok);
 
     // -- write path ---------------------------------------------------------------------------------------
@@ -156,8 +158,7 @@ module ainic_host_memory #(
     reg [63:0] bq_time [0:QD-1];
     reg [4:0]  bq_wp, bq_rp;
     wire bq_full = (bq_wp - bq_rp) == QD;
-    wire w_tok = r_fire ? tok_two : tok_ok;
-    assign s_axi_wready = !rst && (wr_busy || !awq_empty) && !bq_full && !stall_w && w_tok;
+    assign s_axi_wready = !rst && (wr_busy || !awq_empty) && !bq_full && !stall_w && tok_ok;
     assign w_fire = s_axi_wvalid && s_axi_wready;
 
     wire [63:0] w_addr_now = wr_busy ? wr_addr : awq_addr[awq_rp[3:0]];
