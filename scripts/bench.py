@@ -30,6 +30,7 @@ RUNS = [  # (top, cocotb module, test filter)
     ("decompressor", "test_codecs", r"\.throughput"),
     ("rx_parser", "test_rx_parser", r"\.throughput"),
     ("tx_builder", "test_tx_builder", r"\.throughput"),
+    ("host_bench", "test_host_interface", r"\.dma_throughput"),
 ]
 
 

@@ -7,8 +7,9 @@
 // * Latency: a burst's first R beat leaves no earlier than cfg_latency cycles after its AR was accepted;
 //   bursts queue (up to 16 outstanding per direction), so latency overlaps like a pipelined memory.
 //   A write's B response leaves cfg_latency cycles after its last W beat (at least 1).
-// * Bandwidth: cfg_rate bytes per cycle in 8.8 fixed point shared by both directions (0 = unlimited);
-//   a beat moves when the token bucket holds DATA_WIDTH/8 bytes. 102.4 Gb/s at 250 MHz = 51.2 B/cycle
+// * Bandwidth: cfg_rate bytes per cycle in 8.8 fixed point in each direction (0 = unlimited; reads and
+//   writes have a token bucket each, as on a full-duplex PCIe link); a beat moves when its bucket holds
+//   DATA_WIDTH/8 bytes. 102.4 Gb/s at 250 MHz = 51.2 B/cycle
 //   = cfg_rate 13107.
 // * Random stalls: each cycle each of AR, R, AW, W, B stalls with probability cfg_stall/256 (xorshift32
 //   seeded by cfg_seed). A valid R or B is never withdrawn (AXI rule).
@@ -100,13 +101,19 @@ module ainic_host_memory #(
     wire stall_w  = cfg_stall != 0 && x3[31:24] < cfg_stall;
     wire stall_b  = cfg_stall != 0 && (x3[7:0] ^ x3[31:24]) < cfg_stall;
 
-    // -- bandwidth: one token bucket (8.8 fixed point bytes) shared by R and W ---------------------------
-    reg [31:0] tokens;
+    // -- bandwidth: a token bucket (8.8 fixed point bytes) per direction -----------------------------------
+    reg [31:0] rtokens, wtokens;
     wire [31:0] beat_cost = BYTES << 8;
-    wire tok_ok = cfg_rate == 0 || tokens >= beat_cost;
+    wire r_tok = cfg_rate == 0 || rtokens >= beat_cost;
+    wire w_tok = cfg_rate == 0 || wtokens >= beat_cost;
     wire r_fire, w_fire;
-    wire [1:0] tok_take = (r_fire ? 2'd1 : 2'd0) + (w_fire ? 2'd1 : 2'd0);
-    wire tok_two = cfg_rate == 0 || tokens >= 2 * beat_cost;
+    function [31:0] refill(input [31:0] tokens, input take);
+        reg [31:0] left;
+        begin
+            left = tokens - (take ? beat_cost : 32'd0) + cfg_rate;
+            refill = cfg_rate == 0 ? 32'd0 : (left > 2 * beat_cost ? 2 * beat_cost : left);
+        end
+    endfunction
 
     // -- error decode -------------------------------------------------------------------------------------
     function [1:0] resp_of(input [63:0] addr);
@@ -136,9 +143,6 @@ module ainic_host_memory #(
     reg [63:0] rd_addr;
     reg [7:0]  rd_left;
     wire rd_start_ok = !arq_empty && stat_cycle >= arq_time[arq_rp[3:0]] + cfg_latency;
-    // W has the bucket first; R needs a second beat's worth when W moves (no path from R to W, so
-    // a master whose RREADY depends on WREADY, like a streaming copy, makes no combinational loop)
-    wire r_tok = w_fire ? tok_two : tok_ok;
     wire r_can = (!s_axi_rvalid || s_axi_rready) && !stall_r && r_tok;
     assign r_fire = r_can && (rd_busy || rd_start_ok);
 
@@ -158,7 +162,7 @@ module ainic_host_memory #(
     reg [63:0] bq_time [0:QD-1];
     reg [4:0]  bq_wp, bq_rp;
     wire bq_full = (bq_wp - bq_rp) == QD;
-    assign s_axi_wready = !rst && (wr_busy || !awq_empty) && !bq_full && !stall_w && tok_ok;
+    assign s_axi_wready = !rst && (wr_busy || !awq_empty) && !bq_full && !stall_w && w_tok;
     assign w_fire = s_axi_wvalid && s_axi_wready;
 
     wire [63:0] w_addr_now = wr_busy ? wr_addr : awq_addr[awq_rp[3:0]];
@@ -175,7 +179,7 @@ module ainic_host_memory #(
     always @(posedge clk) begin
         if (rst) begin
             lfsr <= cfg_seed == 0 ? 32'h1234_5678 : cfg_seed;
-            tokens <= 0;
+            rtokens <= 0; wtokens <= 0;
             arq_wp <= 0; arq_rp <= 0; awq_wp <= 0; awq_rp <= 0; bq_wp <= 0; bq_rp <= 0;
             rd_busy <= 0; wr_busy <= 0; wr_resp <= 0;
             s_axi_rvalid <= 0; s_axi_rlast <= 0; s_axi_rresp <= 0; s_axi_rdata <= 0;
@@ -185,12 +189,8 @@ module ainic_host_memory #(
         end else begin
             lfsr <= x3;
             stat_cycle <= stat_cycle + 1;
-            if (cfg_rate == 0)
-                tokens <= 0;
-            else if (tokens - tok_take * beat_cost + cfg_rate > 2 * beat_cost)
-                tokens <= 2 * beat_cost;
-            else
-                tokens <= tokens - tok_take * beat_cost + cfg_rate;
+            rtokens <= refill(rtokens, r_fire);
+            wtokens <= refill(wtokens, w_fire);
 
             // AR accept
             if (s_axi_arvalid && s_axi_arready) begin
