@@ -8,6 +8,7 @@ import numpy as np
 
 from host_driver import descriptors as ds
 from host_driver import numerics as nm
+from host_driver import regmap as rm
 from host_driver.vectors import edge_f32_bits
 
 CODECS = list(nm.CODECS)
@@ -164,7 +165,32 @@ async def dma_errors(nic, r):
     return transcript
 
 
+async def ring_errors(nic, r):
+    """A doorbell more than a ring ahead is ignored and flagged; a bad ring size stops the NIC and is
+    flagged; after fixing it the queued descriptor runs."""
+    ERR = {f.name: 1 << f.lsb for f in rm.BY_NAME["ERROR_STATUS"].fields}
+    head = await nic.read_reg("SQ_HEAD")
+    await nic.write_reg("SQ_DOORBELL", (head + nic.sq_entries + 1) & 0xFFFF)
+    assert await nic.read_reg("SQ_TAIL") == head
+    assert await nic.read_reg("ERROR_STATUS") == ERR["doorbell"]
+    await nic.write_reg("ERROR_STATUS", 0xFFFFFFFF)
+    await nic.write_reg("IRQ_STATUS", 0xFFFFFFFF)
+    await nic.write_reg("SQ_SIZE_LOG2", 0)
+    src, dst = nic.alloc(64), nic.alloc(64)
+    await nic.write(src, np.arange(16, dtype=np.uint32))
+    # submit with the driver's own ring size intact: the NIC must hold the descriptor, not run it
+    index = await nic.submit("copy", src=src, dst=dst, count=16)
+    assert await nic.read_reg("ERROR_STATUS") == ERR["ring_config"]
+    assert await nic.read_reg("SQ_HEAD") == head
+    await nic.write_reg("SQ_SIZE_LOG2", nic.sq_entries.bit_length() - 1)
+    await nic.write_reg("ERROR_STATUS", 0xFFFFFFFF)
+    await nic.write_reg("IRQ_STATUS", 0xFFFFFFFF)
+    c = await nic.wait(index)
+    assert c.ok and np.array_equal(await nic.read(dst, 16, np.uint32), np.arange(16, dtype=np.uint32))
+    return [c.functional()]
+
+
 async def all_scenarios(nic, r):
     await nic.start(packet_elems=int(r.choice([16, 64, 256])))
     return {"copies": await copies(nic, r), "bad": await bad_descriptors(nic, r),
-            "dma_errors": await dma_errors(nic, r)}
+            "dma_errors": await dma_errors(nic, r), "ring_errors": await ring_errors(nic, r)}
