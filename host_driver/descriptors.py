@@ -21,7 +21,7 @@ DESCRIPTOR_FIELDS = (
     ("algorithm", 8, "collective algorithm: ALGORITHMS"),
     ("collective", 16, "collective id, echoed in the completion and carried in every packet"),
     ("flags", 16, "reserved, 0"),
-    ("count", 32, f"elements (1 .. MAX_COUNT)"),
+    ("count", 32, "elements (1 .. MAX_COUNT)"),
     ("reserved0", 32, "0"),
     ("src", 64, "host address of the input, a multiple of 4"),
     ("dst", 64, "host address of the output, a multiple of 4"),
@@ -182,3 +182,32 @@ def check(desc: dict, world_size: int, rank: int, packet_elems: int, collectives
     if collective and not collectives_supported:
         return STATUS_CODE["unsupported"]
     return 0
+
+
+def render_markdown() -> str:
+    """docs/descriptors.md: both record layouts, the codes, the checks in order."""
+    def table(fields):
+        rows = ["| byte | bits | field | meaning |", "|------|------|-------|---------|"]
+        for name, bits, desc in fields:
+            lsb, _ = (DESCRIPTOR_BITS if fields is DESCRIPTOR_FIELDS else COMPLETION_BITS)[name]
+            rows.append(f"| {lsb // 8} | {bits} | `{name}` | {desc} |")
+        return rows
+
+    def codes(table_):
+        return ", ".join(f"`{k}` = {v}" for k, v in table_.items())
+
+    lines = ["# Descriptors and completions", "",
+             "*Generated from `host_driver/descriptors.py` by `scripts/gen_regs.py`; do not edit by hand.*", "",
+             f"Both records are {RECORD_BYTES} bytes, little-endian; a field starts at the byte shown (fields "
+             "are packed from bit 0 of byte 0 in the order listed). How the rings work: "
+             "[host_interface.md](host_interface.md).", "",
+             "## Submission descriptor", "", *table(DESCRIPTOR_FIELDS), "",
+             f"Opcodes: {codes(OPCODES)}. Element types: {codes(DTYPES)}. Codecs: {codes(nm.CODECS)}. "
+             f"Algorithms: {codes(ALGORITHMS)}. `MAX_COUNT` = {MAX_COUNT}.", "",
+             "## Completion record", "", *table(COMPLETION_FIELDS), "",
+             "## Status codes", "",
+             "Descriptor checks run in this order; the first that fails is the status and nothing is read "
+             "or written for that descriptor (registers: `WORLD_SIZE`, `RANK`, `PACKET_ELEMS`).", "",
+             "| code | name | meaning |", "|------|------|---------|"]
+    lines += [f"| {code} | `{name}` | {meaning} |" for code, (name, meaning) in STATUS.items()]
+    return "\n".join(lines) + "\n"

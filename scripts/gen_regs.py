@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Generate docs/registers.md and build/ainic_regs.h from host_driver/regmap.py (``--check``: only verify
-that docs/registers.md is current)."""
+"""Generate docs/registers.md and build/ainic_regs.h from host_driver/regmap.py, and docs/descriptors.md
+from host_driver/descriptors.py (``--check``: only verify that both documents are current)."""
 
 import argparse
 import sys
@@ -9,9 +9,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from host_driver import descriptors  # noqa: E402
 from host_driver.regmap import render_c_header, render_markdown  # noqa: E402
 
 DOC = ROOT / "docs" / "registers.md"
+DESC_DOC = ROOT / "docs" / "descriptors.md"
 HEADER = ROOT / "build" / "ainic_regs.h"
 
 
@@ -19,16 +21,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args(argv)
-    md = render_markdown()
+    docs = {DOC: render_markdown(), DESC_DOC: descriptors.render_markdown()}
     if args.check:
-        if not DOC.exists() or DOC.read_text() != md:
-            print(f"{DOC} is out of date: run scripts/gen_regs.py", file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(md)
+        stale = [p for p, text in docs.items() if not p.exists() or p.read_text() != text]
+        for p in stale:
+            print(f"{p} is out of date: run scripts/gen_regs.py", file=sys.stderr)
+        return 1 if stale else 0
+    for p, text in docs.items():
+        p.write_text(text)
+        print(p)
     HEADER.parent.mkdir(parents=True, exist_ok=True)
     HEADER.write_text(render_c_header())
-    print(DOC)
     print(HEADER)
     return 0
 
