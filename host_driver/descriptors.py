@@ -211,3 +211,21 @@ def render_markdown() -> str:
              "| code | name | meaning |", "|------|------|---------|"]
     lines += [f"| {code} | `{name}` | {meaning} |" for code, (name, meaning) in STATUS.items()]
     return "\n".join(lines) + "\n"
+
+
+def render_c_defines() -> str:
+    """Descriptor/completion byte offsets, opcodes and status codes for build/ainic_regs.h."""
+    out = ["/* Descriptors and completions (host_driver/descriptors.py): byte offset and bits of each field. */",
+           f"#define AINIC_RECORD_BYTES {RECORD_BYTES}u"]
+    for prefix, fields, bits in (("DESC", DESCRIPTOR_FIELDS, DESCRIPTOR_BITS),
+                                 ("CPL", COMPLETION_FIELDS, COMPLETION_BITS)):
+        for name, _, _ in fields:
+            if not name.startswith("reserved"):
+                lsb, width = bits[name]
+                out.append(f"#define AINIC_{prefix}_{name.upper()}_BYTE {lsb // 8}u")
+                out.append(f"#define AINIC_{prefix}_{name.upper()}_BITS {width}u")
+    for table, prefix in ((OPCODES, "OP"), (DTYPES, "DTYPE"), (nm.CODECS, "CODEC"), (ALGORITHMS, "ALGO")):
+        out += [f"#define AINIC_{prefix}_{k.upper()} {v}u" for k, v in table.items()]
+    out += [f"#define AINIC_STATUS_{name.upper()} {code}u" for code, (name, _) in STATUS.items()]
+    out.append(f"#define AINIC_MAX_COUNT {MAX_COUNT}u")
+    return "\n".join(out) + "\n"

@@ -162,7 +162,8 @@ def render_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_c_header() -> str:
+def render_c_header(extra: str = "") -> str:
+    """The C header; ``extra`` (more #defines) goes before the closing guard."""
     out = ["/* ainic register map. Generated from host_driver/regmap.py by scripts/gen_regs.py; do not edit. */",
            "#ifndef AINIC_REGS_H", "#define AINIC_REGS_H", "",
            f"#define AINIC_REG_SPAN 0x{SPAN:x}u", ""]
@@ -177,5 +178,5 @@ def render_c_header() -> str:
         for f in r.fields:
             out.append(f"#define AINIC_{r.name}_{f.name.upper()}_SHIFT {f.lsb}u")
             out.append(f"#define AINIC_{r.name}_{f.name.upper()}_MASK 0x{((1 << f.width) - 1) << f.lsb:x}u")
-    out += ["", "#endif /* AINIC_REGS_H */", ""]
+    out += ["", extra, "#endif /* AINIC_REGS_H */", ""]
     return "\n".join(out)

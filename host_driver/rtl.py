@@ -17,6 +17,7 @@ from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 from hdl.host_bench import MEMORY_CONFIG
 
 CLOCK_NS = 4            # 250 MHz
+_CLOCKS = {}
 
 
 class HostMemory:
@@ -103,7 +104,9 @@ class RtlBackend:
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil", bus_separator="__"), dut.clk, dut.rst)
 
     async def reset(self, **memory_config) -> None:
-        cocotb.start_soon(Clock(self.dut.clk, CLOCK_NS, unit="ns").start())
+        clock = _CLOCKS.get(id(self.dut))
+        if clock is None or clock.done():               # one clock per test (cocotb ends tasks with the test)
+            _CLOCKS[id(self.dut)] = cocotb.start_soon(Clock(self.dut.clk, CLOCK_NS, unit="ns").start())
         self.memory.configure(**memory_config)
         for name in ("bd_load", "bd_dump", "bd_lo", "bd_hi"):
             getattr(self.dut, f"mem_{name}").value = 0

@@ -31,7 +31,7 @@ def main(argv=None) -> int:
         p.write_text(text)
         print(p)
     HEADER.parent.mkdir(parents=True, exist_ok=True)
-    HEADER.write_text(render_c_header())
+    HEADER.write_text(render_c_header(descriptors.render_c_defines()))
     print(HEADER)
     return 0
 
