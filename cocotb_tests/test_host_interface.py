@@ -140,9 +140,11 @@ async def dma_throughput(dut):
             # end to end: descriptor fetched .. last write response, 64 KiB read and 64 KiB written
             figures[f"{key}_cycles"] = c.cycles
             figures[f"{key}_efficiency"] = round(beats / c.cycles, 4)
+            r = mon.events["r"][-beats:]              # the data beats (the descriptor's came first)
+            w = mon.events["w"][:beats]               # the data beats (the completion's come after)
+            if aligned:
+                figures[f"dma_read_{mode}_sustained_efficiency"] = round(beats / (r[-1] - r[0] + 1), 4)
             if mode == "ideal" and aligned:
-                r = mon.events["r"][-beats:]          # the data beats (the descriptor's came first)
-                w = mon.events["w"][:beats]           # the data beats (the completion's come after)
                 # sustained channel throughput over the transfer, as a fraction of W/8 bytes per cycle
                 figures["dma_read_efficiency"] = round(beats / (r[-1] - r[0] + 1), 4)
                 figures["dma_write_efficiency"] = round(beats / (w[-1] - w[0] + 1), 4)
