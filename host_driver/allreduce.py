@@ -1,0 +1,154 @@
+"""Golden model of the ring collectives, exactly as docs/allreduce.md states them.
+
+Everything here is NumPy plus the element rules of :mod:`host_driver.numerics` (fp32 addition, saturating
+int32 addition, the wire codecs). The RTL collective engine and the model backend must match these
+functions bit for bit.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import numerics as nm
+
+DTYPES = ("fp32", "int32")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How L elements split over N ranks with P elements per packet."""
+    nodes: int
+    elements: int
+    packet: int
+
+    def __post_init__(self):
+        if self.nodes < 1:
+            raise ValueError(f"nodes must be >= 1, got {self.nodes}")
+        if self.elements < 1:
+            raise ValueError(f"elements must be >= 1, got {self.elements}")
+        if self.packet < 16 or self.packet % 16:
+            raise ValueError(f"packet must be a positive multiple of 16, got {self.packet}")
+
+    @property
+    def chunk_elems(self) -> int:
+        """K = ceil(L / (N P)) P: every chunk but the last few is K elements; K is a multiple of P."""
+        n, p = self.nodes, self.packet
+        return -(-self.elements // (n * p)) * p
+
+    def chunk(self, c: int) -> slice:
+        """Elements of chunk c (possibly empty)."""
+        k = self.chunk_elems
+        lo = min(c * k, self.elements)
+        return slice(lo, min((c + 1) * k, self.elements))
+
+    def packets(self, c: int) -> int:
+        s = self.chunk(c)
+        return -(-(s.stop - s.start) // self.packet)
+
+
+def _q(x, codec):
+    """Q then D on one chunk (blocks start at the chunk start): what the next rank decodes."""
+    return x if codec == "none" else nm.as_bits(nm.roundtrip(x, codec))
+
+
+def _add(received, own, dtype):
+    if dtype == "fp32":
+        return nm.as_bits(nm.add_f32(received, own))
+    s, _ = nm.add_i32(received.view(np.int32), own.view(np.int32))
+    return s.view(np.uint32)
+
+
+def _check(inputs, codec, dtype):
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    if codec not in nm.CODECS:
+        raise ValueError(f"unknown codec {codec!r}; one of {', '.join(nm.CODECS)}")
+    if dtype == "int32" and codec != "none":
+        raise ValueError("int32 data travels uncompressed: codec must be 'none'")
+    x = [np.ascontiguousarray(a).reshape(-1) for a in inputs]
+    if not x:
+        raise ValueError("no inputs")
+    if any(a.size != x[0].size for a in x):
+        raise ValueError(f"all ranks need the same number of elements, got {[a.size for a in x]}")
+    if any(a.dtype.itemsize != 4 for a in x):
+        raise TypeError("inputs must be 32-bit arrays (float32, int32 or uint32 bit patterns)")
+    return [a.view(np.uint32) for a in x]
+
+
+def reduce_scatter_sums(inputs, codec="none", dtype="fp32", packet=256):
+    """S for every chunk: the partial sum the ring builds, before the final Q/D. Returns (plan, list of
+    bit-pattern arrays, chunk c at index c)."""
+    x = _check(inputs, codec, dtype)
+    n = len(x)
+    plan = Plan(n, x[0].size, packet)
+    sums = []
+    for c in range(n):
+        s = plan.chunk(c)
+        # chunk c starts at rank c and travels c -> c+1 -> ... -> c+N-1
+        partial = x[c][s]
+        for hop in range(1, n):
+            r = (c + hop) % n
+            partial = _add(_q(partial, codec), x[r][s], dtype)
+        sums.append(partial)
+    return plan, sums
+
+
+def allreduce(inputs, codec="none", dtype="fp32", packet=256) -> np.ndarray:
+    """The ring all-reduce: an (N, L) array, every row identical (bit patterns viewed as ``dtype``)."""
+    x = _check(inputs, codec, dtype)
+    if len(x) == 1:
+        return _as(np.stack(x), dtype)
+    plan, sums = reduce_scatter_sums(x, codec, dtype, packet)
+    out = np.empty(plan.elements, np.uint32)
+    for c, s in enumerate(sums):
+        out[plan.chunk(c)] = _q(s, codec)
+    return _as(np.tile(out, (len(x), 1)), dtype)
+
+
+def reduce_scatter(inputs, codec="none", dtype="fp32", packet=256):
+    """(N, L) array: rank r holds R = D(Q(S)) of chunk (r+1) mod N at that chunk's place, zeros elsewhere."""
+    x = _check(inputs, codec, dtype)
+    n = len(x)
+    if n == 1:
+        return _as(np.stack(x), dtype)
+    plan, sums = reduce_scatter_sums(x, codec, dtype, packet)
+    out = np.zeros((n, plan.elements), np.uint32)
+    for r in range(n):
+        c = (r + 1) % n
+        out[r, plan.chunk(c)] = _q(sums[c], codec)
+    return _as(out, dtype)
+
+
+def allgather(inputs, codec="none", dtype="fp32", packet=256):
+    """(N, L) array: rank r contributes chunk (r+1) mod N of its input; every rank ends with D(Q(.)) of
+    every contribution (its own included), identical on all ranks."""
+    x = _check(inputs, codec, dtype)
+    n = len(x)
+    if n == 1:
+        return _as(np.stack(x), dtype)
+    plan = Plan(n, x[0].size, packet)
+    out = np.empty(plan.elements, np.uint32)
+    for r in range(n):
+        s = plan.chunk((r + 1) % n)
+        out[s] = _q(x[r][s], codec)
+    return _as(np.tile(out, (n, 1)), dtype)
+
+
+def _as(bits, dtype):
+    return bits.view(np.float32 if dtype == "fp32" else np.int32)
+
+
+def ring_bound_cycles(nodes: int, elements: int, link_bytes_per_cycle: float, codec="none", packet=256,
+                      header_bytes: int = 74 + 4 + 8 + 12) -> float:
+    """The ring's lower bound in cycles: each rank sends 2(N-1) chunks over its one link, each chunk as
+    packets of P elements plus per-frame overhead (Ethernet/IPv4/UDP/ainic headers, FCS, preamble and
+    inter-frame gap by default)."""
+    if nodes == 1:
+        return 0.0
+    plan = Plan(nodes, elements, packet)
+    k = plan.chunk_elems
+    full, rest = divmod(k, packet)
+    frame = [nm.codec_bytes(codec, packet) + header_bytes] * full
+    if rest:
+        frame.append(nm.codec_bytes(codec, rest) + header_bytes)
+    return 2 * (nodes - 1) * sum(frame) / link_bytes_per_cycle

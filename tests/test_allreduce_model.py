@@ -1,0 +1,103 @@
+"""The ring collectives' golden model (host_driver/allreduce.py) against its own definition in plain NumPy."""
+
+import numpy as np
+import pytest
+
+from host_driver import allreduce as ar
+from host_driver import numerics as nm
+
+
+def grads(rng, n, length):
+    return [rng.standard_normal(length).astype(np.float32) for _ in range(n)]
+
+
+@pytest.mark.parametrize("n, length, p", [(2, 1000, 256), (3, 777, 16), (4, 100, 256), (8, 5000, 64), (5, 1, 16)])
+def test_none_is_the_ring_order_sum(rng, n, length, p):
+    """With codec none, chunk c's sum is ((x_c + x_c+1) + x_c+2) + ... in float32, the order the ring adds."""
+    x = grads(rng, n, length)
+    out = ar.allreduce(x, packet=p)
+    plan = ar.Plan(n, length, p)
+    want = np.empty(length, np.float32)
+    for c in range(n):
+        s = plan.chunk(c)
+        acc = x[c][s].copy()
+        for hop in range(1, n):
+            acc = acc + x[(c + hop) % n][s]
+        want[s] = acc
+    assert out.shape == (n, length)
+    assert np.array_equal(out.view(np.uint32), np.tile(want.view(np.uint32), (n, 1)))
+
+
+def test_chunks_cover_everything_and_may_be_empty():
+    plan = ar.Plan(4, 100, 256)          # L < N P: K = 256, chunk 0 holds all, 1..3 are empty
+    assert plan.chunk_elems == 256
+    assert [(plan.chunk(c).start, plan.chunk(c).stop) for c in range(4)] == [(0, 100), (100, 100), (100, 100), (100, 100)]
+    plan = ar.Plan(3, 1000, 16)
+    sizes = [plan.chunk(c).stop - plan.chunk(c).start for c in range(3)]
+    assert sum(sizes) == 1000 and plan.chunk_elems % 16 == 0 and sizes == [336, 336, 328]
+
+
+@pytest.mark.parametrize("codec", list(nm.CODECS))
+def test_every_rank_identical_and_close_to_exact(rng, codec):
+    n, length = 5, 3001
+    x = grads(rng, n, length)
+    out = ar.allreduce(x, codec=codec, packet=64)
+    assert all(np.array_equal(out[0].view(np.uint32), row.view(np.uint32)) for row in out)
+    exact = np.sum(np.stack(x).astype(np.float64), axis=0)
+    err = np.sqrt(np.mean((out[0] - exact) ** 2)) / np.sqrt(np.mean(exact ** 2))
+    bound = {"none": 1e-6, "fp16": 1e-3, "bf16": 1e-2, "bfp8": 5e-2, "bfp4": 0.5}[codec]
+    assert err < bound, (codec, err)
+
+
+def test_codec_applies_at_every_hop(rng):
+    """bf16: the result is D(Q(S)) with S built from D(Q(partial)) + own at each hop."""
+    x = grads(rng, 3, 64)
+    q = lambda v: nm.roundtrip(v, "bf16")     # noqa: E731
+    c0 = q(q(q(x[0][:64]) + x[1][:64]) + x[2][:64])        # chunk 0 = everything (K = 256 > 64)
+    out = ar.allreduce(x, codec="bf16", packet=256)
+    assert np.array_equal(out[1].view(np.uint32), c0.view(np.uint32))
+
+
+def test_int32_saturates():
+    x = [np.full(40, 2**31 - 10, np.int32), np.full(40, 100, np.int32), np.full(40, -5, np.int32)]
+    out = ar.allreduce(x, dtype="int32", packet=16)
+    assert out.dtype == np.int32
+    # chunk 0 adds in the order 0, 1, 2: saturates at +max, then -5
+    assert out[0][0] == 2**31 - 1 - 5
+
+
+def test_single_rank_is_a_copy(rng):
+    x = grads(rng, 1, 33)
+    assert np.array_equal(ar.allreduce(x, codec="bfp4")[0], x[0])
+
+
+def test_reduce_scatter_then_allgather_is_allreduce(rng):
+    n, length = 4, 999
+    x = grads(rng, n, length)
+    rs = ar.reduce_scatter(x, packet=16)
+    plan = ar.Plan(n, length, 16)
+    for r in range(n):
+        own = plan.chunk((r + 1) % n)
+        assert not rs[r][:own.start].any() and not rs[r][own.stop:].any()
+    assert np.array_equal(ar.allgather(list(rs), packet=16), ar.allreduce(x, packet=16))
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    ({"codec": "zip"}, ValueError, "unknown codec 'zip'"),
+    ({"dtype": "fp64"}, ValueError, "dtype must be one of"),
+    ({"dtype": "int32", "codec": "bf16"}, ValueError, "uncompressed"),
+    ({"packet": 100}, ValueError, "multiple of 16"),
+])
+def test_bad_arguments(rng, kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        ar.allreduce(grads(rng, 2, 10), **kwargs)
+    with pytest.raises(ValueError, match="same number of elements"):
+        ar.allreduce([np.zeros(3, np.float32), np.zeros(4, np.float32)])
+    with pytest.raises(TypeError, match="32-bit"):
+        ar.allreduce([np.zeros(3, np.float64)] * 2)
+
+
+def test_ring_bound():
+    # 2 ranks, 512 elements, P = 256: each rank sends 2 x (N-1) = 2 chunks of one 256-element packet
+    b = ar.ring_bound_cycles(2, 512, 10.0, packet=256, header_bytes=100)
+    assert b == 2 * (1024 + 100) / 10.0
