@@ -140,15 +140,60 @@ def _as(bits, dtype):
 
 def ring_bound_cycles(nodes: int, elements: int, link_bytes_per_cycle: float, codec="none", packet=256,
                       header_bytes: int = 74 + 4 + 8 + 12) -> float:
-    """The ring's lower bound in cycles: each rank sends 2(N-1) chunks over its one link, each chunk as
-    packets of P elements plus per-frame overhead (Ethernet/IPv4/UDP/ainic headers, FCS, preamble and
-    inter-frame gap by default)."""
+    """The ring's lower bound in cycles: the busiest rank's link time. Rank r sends every chunk but r+1 in
+    the reduce-scatter and every chunk but r+2 in the all-gather, each as packets of at most P elements
+    plus ``header_bytes`` per frame (Ethernet/IPv4/UDP/ainic headers, FCS, preamble and inter-frame gap by
+    default)."""
     if nodes == 1:
         return 0.0
     plan = Plan(nodes, elements, packet)
-    k = plan.chunk_elems
-    full, rest = divmod(k, packet)
-    frame = [nm.codec_bytes(codec, packet) + header_bytes] * full
-    if rest:
-        frame.append(nm.codec_bytes(codec, rest) + header_bytes)
-    return 2 * (nodes - 1) * sum(frame) / link_bytes_per_cycle
+
+    def chunk_bytes(c):
+        s = plan.chunk(c)
+        n = s.stop - s.start
+        full, rest = divmod(n, packet)
+        out = full * (nm.codec_bytes(codec, packet) + header_bytes)
+        return out + (nm.codec_bytes(codec, rest) + header_bytes if rest else 0)
+    total = sum(chunk_bytes(c) for c in range(nodes))
+    busiest = max(2 * total - chunk_bytes((r + 1) % nodes) - chunk_bytes((r + 2) % nodes) for r in range(nodes))
+    return busiest / link_bytes_per_cycle
+
+
+@dataclass(frozen=True)
+class Send:
+    """One packet of the ring: at ``step`` (0 .. 2N-3; reduce-scatter first) rank ``src`` sends elements
+    [offset, offset+count) of chunk ``chunk`` to rank (src+1) mod N; ``payload`` is Q of them."""
+    step: int
+    src: int
+    chunk: int
+    offset: int
+    count: int
+    last_of_chunk: bool
+    allgather: bool
+    payload: bytes
+
+
+def ring_traffic(inputs, codec="none", dtype="fp32", packet=256):
+    """Every packet of an all-reduce, in (step, sender, element) order, with its exact payload bytes.
+    Decoding the all-gather's packets gives :func:`allreduce`'s result (tests check it)."""
+    x = _check(inputs, codec, dtype)
+    n = len(x)
+    plan = Plan(n, x[0].size, packet)
+    per_chunk = {}                       # (step, sender) -> (chunk, bit patterns sent)
+    for c in range(n):
+        s = plan.chunk(c)
+        partial = x[c][s]
+        for step in range(n - 1):        # reduce-scatter: sender c+step
+            per_chunk[(step, (c + step) % n)] = (c, partial)
+            partial = _add(_q(partial, codec), x[(c + step + 1) % n][s], dtype)
+        for t in range(n - 1):           # all-gather: Q(S) from the owner c-1, forwarded unchanged
+            per_chunk[(n - 1 + t, (c - 1 + t) % n)] = (c, partial)
+    sends = []
+    for (step, src) in sorted(per_chunk):
+        c, data = per_chunk[(step, src)]
+        s = plan.chunk(c)
+        for k in range(0, s.stop - s.start, packet):
+            part = data[k:k + packet]
+            sends.append(Send(step, src, c, s.start + k, part.size, k + packet >= s.stop - s.start,
+                              step >= n - 1, nm.compress(part, codec) if codec != "none" else part.tobytes()))
+    return plan, sends

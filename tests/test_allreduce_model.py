@@ -101,3 +101,24 @@ def test_ring_bound():
     # 2 ranks, 512 elements, P = 256: each rank sends 2 x (N-1) = 2 chunks of one 256-element packet
     b = ar.ring_bound_cycles(2, 512, 10.0, packet=256, header_bytes=100)
     assert b == 2 * (1024 + 100) / 10.0
+
+
+@pytest.mark.parametrize("codec", list(nm.CODECS))
+def test_traffic_decodes_to_the_result(rng, codec):
+    n, length, p = 4, 1500, 64
+    x = grads(rng, n, length)
+    plan, sends = ar.ring_traffic(x, codec=codec, packet=p)
+    want = ar.allreduce(x, codec=codec, packet=p)
+    assert len(sends) == 2 * (n - 1) * sum(plan.packets(c) for c in range(n))
+    got = np.full((n, length), np.nan, np.float32)
+    for s in sends:
+        if s.allgather:
+            got[(s.src + 1) % n, s.offset:s.offset + s.count] = nm.decompress(s.payload, codec, s.count)
+    for r in range(n):                  # the owner keeps D(Q(S)) of its chunk without receiving it
+        own = plan.chunk((r + 1) % n)
+        got[r, own] = want[r, own]
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    # rank r sends every chunk but r+1 in the reduce-scatter and every chunk but r+2 in the all-gather
+    per_link = np.bincount([s.src for s in sends], minlength=n)
+    total = sum(plan.packets(c) for c in range(n))
+    assert list(per_link) == [2 * total - plan.packets((r + 1) % n) - plan.packets((r + 2) % n) for r in range(n)]

@@ -1,0 +1,133 @@
+"""N nodes running a collective: ``Cluster(...).allreduce(arrays) -> (results, stats)``.
+
+Backends: ``"model"`` runs the golden model (host_driver/allreduce.py) and derives the traffic from the exact
+packets the ring sends; it has no notion of time, so ``cycles`` and ``efficiency`` are None there.
+``"verilator"`` / ``"icarus"`` will run the cluster harness in RTL once the collective engine exists
+(issue 5); until then they raise NotImplementedError.
+"""
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from . import allreduce as ar
+from . import numerics as nm
+from . import protocol as proto
+
+BACKENDS = ("model", "verilator", "icarus")
+HEADER = 14 + 20 + 8 + proto.HEADER_BYTES   # Ethernet + IPv4 + UDP + ainic: 74 bytes per frame
+WIRE_EXTRA = 4 + 8 + 12            # FCS, preamble + SFD, inter-frame gap: what a link spends per frame
+
+
+def rank_mac(r: int) -> str:
+    return f"02:00:00:00:01:{r:02x}"
+
+
+def rank_ip(r: int) -> str:
+    return f"10.0.1.{r + 1}"
+
+
+@dataclass
+class ClusterStats:
+    nodes: int
+    elements: int
+    codec: str
+    dtype: str
+    packet: int
+    clock_mhz: float
+    link_gbps: float
+    frames_per_link: list = field(default_factory=list)       # link r: rank r's uplink
+    frame_bytes_per_link: list = field(default_factory=list)  # Ethernet frames without FCS
+    payload_bytes_per_link: list = field(default_factory=list)
+    bound_cycles: float = 0.0
+    cycles: int = None
+    efficiency: float = None
+    backend: str = "model"
+
+    @property
+    def link_bytes_per_cycle(self) -> float:
+        return self.link_gbps * 1e9 / 8 / (self.clock_mhz * 1e6)
+
+    raw_bytes_per_link: list = field(default_factory=list)    # the same elements as fp32/int32
+
+    @property
+    def compression_ratio(self) -> float:
+        return sum(self.raw_bytes_per_link) / max(sum(self.payload_bytes_per_link), 1)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["link_bytes_per_cycle"] = self.link_bytes_per_cycle
+        d["compression_ratio"] = self.compression_ratio
+        d["bound_us"] = self.bound_cycles / self.clock_mhz
+        d["time_us"] = None if self.cycles is None else self.cycles / self.clock_mhz
+        d["achieved_gbps"] = (None if not self.cycles else
+                              max(self.frame_bytes_per_link) * 8 * self.clock_mhz * 1e6 / self.cycles / 1e9)
+        return d
+
+
+class Cluster:
+    """``nodes`` NICs in a ring, each with its host; every argument is checked here."""
+
+    def __init__(self, nodes: int, backend: str = "model", width: int = 512, codec: str = "none",
+                 dtype: str = "fp32", packet: int = 256, link_gbps: float = 80.0, clock_mhz: float = 250.0):
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= 16:
+            raise ValueError(f"nodes must be an int in 1 .. 16, got {nodes!r}")
+        if codec not in nm.CODECS:
+            raise ValueError(f"unknown codec {codec!r}; one of {', '.join(nm.CODECS)}")
+        if dtype not in ar.DTYPES:
+            raise ValueError(f"dtype must be one of {ar.DTYPES}, got {dtype!r}")
+        if dtype == "int32" and codec != "none":
+            raise ValueError("int32 data travels uncompressed: codec must be 'none'")
+        if not (isinstance(packet, int) and 16 <= packet <= proto.MAX_P and packet % 16 == 0):
+            raise ValueError(f"packet must be a multiple of 16 in 16 .. {proto.MAX_P}, got {packet!r}")
+        if not link_gbps > 0 or not clock_mhz > 0:
+            raise ValueError("link_gbps and clock_mhz must be positive")
+        if backend != "model":
+            raise NotImplementedError(f"backend {backend!r}: the RTL collective engine and cluster harness are "
+                                      "not built yet (issue 5); use backend='model'")
+        self.nodes, self.backend, self.width = nodes, backend, width
+        self.codec, self.dtype, self.packet = codec, dtype, packet
+        self.link_gbps, self.clock_mhz = link_gbps, clock_mhz
+
+    def _inputs(self, arrays):
+        arrays = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
+        if len(arrays) != self.nodes:
+            raise ValueError(f"expected {self.nodes} arrays (one per node), got {len(arrays)}")
+        want = np.float32 if self.dtype == "fp32" else np.int32
+        for i, a in enumerate(arrays):
+            if a.dtype != want:
+                raise TypeError(f"array {i} is {a.dtype}, expected {np.dtype(want).name} for dtype {self.dtype!r}")
+        return arrays
+
+    def frames(self, arrays):
+        """Every frame of the all-reduce as (sender rank, frame bytes), in ring order (for --pcap)."""
+        _, sends = ar.ring_traffic(self._inputs(arrays), self.codec, self.dtype, self.packet)
+        psn = [0] * self.nodes
+        for s in sends:
+            dst = (s.src + 1) % self.nodes
+            frame = proto.build_frame(
+                s.payload, dst_mac=rank_mac(dst), src_mac=rank_mac(s.src), src_ip=rank_ip(s.src),
+                dst_ip=rank_ip(dst), opcode=1 if s.allgather else 0, codec=nm.CODECS[self.codec],
+                dtype=0 if self.dtype == "fp32" else 1, flags=proto.FLAG_LAST_OF_CHUNK if s.last_of_chunk else 0,
+                src_rank=s.src, dst_rank=dst, chunk=s.chunk, count=s.count, offset=s.offset, psn=psn[s.src])
+            psn[s.src] += 1
+            yield s.src, frame
+
+    def allreduce(self, arrays):
+        x = self._inputs(arrays)
+        results = ar.allreduce(x, self.codec, self.dtype, self.packet)
+        n = self.nodes
+        plan, sends = ar.ring_traffic(x, self.codec, self.dtype, self.packet)
+        frames, payload, raw = [0] * n, [0] * n, [0] * n
+        for s in sends:
+            frames[s.src] += 1
+            payload[s.src] += len(s.payload)
+            raw[s.src] += 4 * s.count
+        stats = ClusterStats(n, plan.elements, self.codec, self.dtype, self.packet, self.clock_mhz, self.link_gbps,
+                             frames, [p + HEADER * f for p, f in zip(payload, frames)], payload,
+                             backend=self.backend, raw_bytes_per_link=raw)
+        stats.bound_cycles = ar.ring_bound_cycles(n, plan.elements, stats.link_bytes_per_cycle, self.codec,
+                                                  self.packet, HEADER + WIRE_EXTRA)
+        return results, stats
