@@ -1,0 +1,156 @@
+"""The cluster fabric in Amaranth's simulator: the Ethernet switch and the link model, with random frames,
+idle and backpressure; every frame must arrive whole, in order per source, at the right port and time."""
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from hdl.eth_switch import EthernetSwitch
+from hdl.link_model import LinkModel
+from host_driver.protocol import mac_int
+
+W = 64
+B = W // 8
+
+
+def beats(frame: bytes):
+    for k in range(0, len(frame), B):
+        chunk = frame[k:k + B]
+        yield int.from_bytes(chunk.ljust(B, b"\0"), "little"), (1 << len(chunk)) - 1, k + B >= len(frame)
+
+
+def mac(i):
+    return f"02:00:00:00:01:{i:02x}"
+
+
+def random_frame(rng, dst_mac: str, tag: int):
+    n = int(rng.integers(14, 200))
+    body = bytes(rng.integers(0, 256, n, dtype=np.uint8))
+    return bytes.fromhex(dst_mac.replace(":", "")) + tag.to_bytes(4, "little") + body
+
+
+async def drive(ctx, port, frames, rng, idle):
+    for f in frames:
+        for data, keep, last in beats(f):
+            while idle and rng.random() < idle:
+                ctx.set(port.tvalid, 0)
+                await ctx.tick()
+            ctx.set(port.tdata, data)
+            ctx.set(port.tkeep, keep)
+            ctx.set(port.tlast, last)
+            ctx.set(port.tvalid, 1)
+            await ctx.tick().until(port.tready)
+    ctx.set(port.tvalid, 0)
+
+
+async def collect(ctx, port, out, rng, backpressure, cycles_log=None):
+    buf = b""
+    while True:
+        ctx.set(port.tready, int(not (backpressure and rng.random() < backpressure)))
+        _, _, valid, ready, data, keep, last = await ctx.tick().sample(port.tvalid, port.tready, port.tdata,
+                                                                      port.tkeep, port.tlast)
+        if valid and ready:
+            n = bin(keep).count("1")
+            buf += int(data).to_bytes(B, "little")[:n]
+            if last:
+                out.append(buf)
+                if cycles_log is not None:
+                    cycles_log.append(ctx)
+                buf = b""
+
+
+@pytest.mark.parametrize("idle, backpressure", [(0.0, 0.0), (0.3, 0.5)])
+def test_switch_routes_every_frame(rng, idle, backpressure):
+    N = 3
+    dut = EthernetSwitch(N, W, queue_depth=16)
+    frames = {i: [] for i in range(N)}
+    want = {j: {i: [] for i in range(N)} for j in range(N)}
+    unknown = 0
+    for i in range(N):
+        for k in range(25):
+            j = int(rng.integers(0, N + 1))
+            if j == N:
+                frames[i].append(random_frame(rng, "ff:ff:ff:ff:ff:ff", k))
+                unknown += 1
+            else:
+                f = random_frame(rng, mac(j), 1000 * i + k)
+                frames[i].append(f)
+                want[j][i].append(f)
+    got = {j: [] for j in range(N)}
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def config(ctx):
+        for j in range(N):
+            ctx.set(dut.cfg_mac[j], mac_int(mac(j)))
+    sim.add_testbench(config)
+    def driver(i):
+        async def run(ctx):
+            await drive(ctx, getattr(dut, f"s_axis_{i}"), frames[i], np.random.default_rng(i), idle)
+        return run
+
+    def collector(j):
+        async def run(ctx):
+            await collect(ctx, getattr(dut, f"m_axis_{j}"), got[j], np.random.default_rng(10 + j), backpressure)
+        return run
+    for i in range(N):
+        sim.add_testbench(driver(i))
+        sim.add_process(collector(i))
+
+    seen = {}
+
+    async def until_done(ctx):
+        await ctx.tick().repeat(6000)
+        seen["unknown"] = ctx.get(dut.stat_unknown)
+    sim.add_testbench(until_done)
+    sim.run()
+    assert seen["unknown"] == unknown
+    for j in range(N):
+        per_src = {i: [f for f in got[j] if int.from_bytes(f[6:10], "little") // 1000 == i] for i in range(N)}
+        assert per_src == want[j], f"port {j}"
+    assert sum(len(v) for v in got.values()) == sum(len(w) for d in want.values() for w in d.values())
+
+
+def test_link_latency_and_rate(rng):
+    dut = LinkModel(W, depth=256)
+    frames = [random_frame(rng, mac(0), k) for k in range(30)]
+    got = []
+    times = []
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    rate = 4.0                   # bytes per cycle: half of the 8-byte bus
+    latency = 50
+
+    async def feed(ctx):
+        ctx.set(dut.cfg_latency, latency)
+        ctx.set(dut.cfg_rate, int(rate * 256))
+        ctx.set(dut.cfg_overhead, 24)
+        await drive(ctx, dut.s_axis, frames, rng, 0.0)
+
+    async def sink(ctx):
+        cycle = 0
+        buf = b""
+        ctx.set(dut.m_axis.tready, 1)
+        while True:
+            _, _, valid, data, keep, last = await ctx.tick().sample(dut.m_axis.tvalid, dut.m_axis.tdata,
+                                                                   dut.m_axis.tkeep, dut.m_axis.tlast)
+            cycle += 1
+            if valid:
+                buf += int(data).to_bytes(B, "little")[:bin(keep).count("1")]
+                if last:
+                    got.append(buf)
+                    times.append(cycle)
+                    buf = b""
+
+    async def wait(ctx):
+        await ctx.tick().repeat(4000)
+    sim.add_testbench(feed)
+    sim.add_process(sink)
+    sim.add_testbench(wait)
+    sim.run()
+    assert got == frames
+    total = sum(len(f) + 24 for f in frames)
+    span = times[-1] - times[0]
+    expect = (total - len(frames[0]) - 24) / rate
+    assert abs(span - expect) <= 0.05 * expect + 4, (span, expect)
+    assert times[0] >= latency
