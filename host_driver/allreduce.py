@@ -197,3 +197,82 @@ def ring_traffic(inputs, codec="none", dtype="fp32", packet=256):
             sends.append(Send(step, src, c, s.start + k, part.size, k + packet >= s.stop - s.start,
                               step >= n - 1, nm.compress(part, codec) if codec != "none" else part.tobytes()))
     return plan, sends
+
+
+#: what a rank does in each phase p of an all-reduce (N >= 2); phase p works on chunk (r - p) mod N
+PHASE_KINDS = {
+    "send": "read own packet, Q, send (p = 0)",
+    "reduce": "receive, D, + own, Q, send (p = 1 .. N-2)",
+    "final": "receive, D, + own, Q, send; D(Q(S)) to host (p = N-1)",
+    "forward": "receive, send unchanged; D to host (p = N .. 2N-3)",
+    "last": "receive, D to host (p = 2N-2)",
+}
+
+
+def phase_kind(p: int, n: int) -> str:
+    if p == 0:
+        return "send"
+    if p < n - 1:
+        return "reduce"
+    if p == n - 1:
+        return "final"
+    return "forward" if p < 2 * n - 2 else "last"
+
+
+def rank_schedule(rank: int, plan: Plan, lag: int = 1):
+    """The order in which one rank's engine works: every (phase, packet) item, by the key
+    d = packet + lag * phase, phase ascending among equal keys. Item (p, k) needs the previous rank's item
+    (p-1, k), whose key is exactly ``lag`` smaller, so every rank consumes its receive queue in the order the
+    previous rank filled it (no packet is ever stuck behind another), and ``lag`` keys of other work hide
+    each hop's latency; the receive buffer must hold about ``lag`` packets per phase in flight.
+    Returns [(phase, packet, chunk, kind)]."""
+    n = plan.nodes
+    items = []
+    for p in range(2 * n - 1):
+        c = (rank - p) % n
+        for k in range(plan.packets(c)):
+            items.append((k + lag * p, p, k, c))
+    items.sort()
+    return [(p, k, c, phase_kind(p, n)) for _, p, k, c in items]
+
+
+def schedule_cycles(plan: Plan, codec="none", link_bytes_per_cycle=40.0, latency_cycles=250,
+                    overhead_bytes=74 + 24, lag: int = 1):
+    """Cycles for the all-reduce if every rank works through :func:`rank_schedule` with its link as the
+    only limit (one frame at a time at ``link_bytes_per_cycle``, ``latency_cycles`` from the end of a
+    frame on the sender to its use at the receiver). A performance model of the engine, not a
+    measurement."""
+    n = plan.nodes
+    if n == 1:
+        return 0.0
+    sched = [rank_schedule(r, plan, lag) for r in range(n)]
+    sent = [dict() for _ in range(n)]           # (p, k) -> time the frame is fully at the next rank
+    free = [0.0] * n
+    pos = [0] * n
+    done = 0
+    total = sum(len(s) for s in sched)
+    while done < total:
+        progressed = False
+        for r in range(n):
+            while pos[r] < len(sched[r]):
+                p, k, c, kind = sched[r][pos[r]]
+                start = free[r]
+                if kind != "send":
+                    arrival = sent[(r - 1) % n].get((p - 1, k))
+                    if arrival is None:
+                        break
+                    start = max(start, arrival)
+                s = plan.chunk(c)
+                count = min(plan.packet, s.stop - s.start - k * plan.packet)
+                wire = nm.codec_bytes(codec, count) + overhead_bytes
+                if kind != "last":
+                    free[r] = start + wire / link_bytes_per_cycle
+                    sent[r][(p, k)] = free[r] + latency_cycles
+                else:
+                    free[r] = start
+                pos[r] += 1
+                done += 1
+                progressed = True
+        if not progressed:
+            raise RuntimeError("schedule deadlock")        # cannot happen: see rank_schedule
+    return max(free)

@@ -122,3 +122,25 @@ def test_traffic_decodes_to_the_result(rng, codec):
     per_link = np.bincount([s.src for s in sends], minlength=n)
     total = sum(plan.packets(c) for c in range(n))
     assert list(per_link) == [2 * total - plan.packets((r + 1) % n) - plan.packets((r + 2) % n) for r in range(n)]
+
+
+@pytest.mark.parametrize("n, length, p, lag", [(2, 1000, 16, 1), (3, 5000, 64, 4), (5, 777, 16, 2), (8, 20000, 256, 8)])
+def test_schedule_consumes_in_arrival_order(n, length, p, lag):
+    """Each rank consumes its receive queue in exactly the order the previous rank sends."""
+    plan = ar.Plan(n, length, p)
+    for r in range(n):
+        prev = [(ph, k, c) for ph, k, c, kind in ar.rank_schedule((r - 1) % n, plan, lag) if kind != "last"]
+        mine = [(ph - 1, k, c) for ph, k, c, kind in ar.rank_schedule(r, plan, lag) if kind != "send"]
+        assert mine == prev
+    # and it covers exactly the packets of ring_traffic
+    _, sends = ar.ring_traffic([np.zeros(length, np.float32)] * n, packet=p)
+    assert sum(kind != "last" for r in range(n) for *_, kind in ar.rank_schedule(r, plan, lag)) == len(sends)
+
+
+def test_schedule_model_meets_the_bound_without_latency():
+    plan = ar.Plan(4, 100_000, 256)
+    for codec in ("none", "bfp8"):
+        bound = ar.ring_bound_cycles(4, 100_000, 40.0, codec, 256)
+        assert ar.schedule_cycles(plan, codec, 40.0, 0) == pytest.approx(bound)
+        assert ar.schedule_cycles(plan, codec, 40.0, 250, lag=16) < 1.1 * bound
+        assert ar.schedule_cycles(plan, codec, 40.0, 250, lag=1) > 1.3 * bound
