@@ -1,0 +1,112 @@
+"""The collective engine's work order: every (phase, packet) item of a ring all-reduce, in RTL.
+
+``host_driver.allreduce.rank_schedule`` is the reference; docs/collective_engine.md explains the order.
+"""
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+KINDS = {"send": 0, "reduce": 1, "final": 2, "forward": 3, "last": 4}
+
+#: the plan of one collective (host_driver.allreduce.Plan), as the sequencer needs it
+PlanLayout = data.StructLayout({
+    "rank": 6, "nodes": 7, "packet": 11, "lag": 8,
+    "chunk_packets": 24,      # K / P: packets of a full chunk
+    "full_chunks": 7,         # chunks 0 .. full_chunks-1 are full; chunk full_chunks holds the rest
+    "rest_packets": 24,       # packets of that partial chunk (0: it is empty too)
+    "rest_last": 11,          # elements in the partial chunk's last packet
+})
+
+Item = data.StructLayout({
+    "phase": 6, "kind": 3, "chunk": 6, "packet": 24, "offset": 32, "count": 11,
+})
+
+
+class RingSequencer(wiring.Component):
+    """On ``start``, streams the items of ``plan`` on ``items`` in the order of ``rank_schedule``: keys
+    d = packet + lag * phase ascending, phases ascending within a key. Each item carries its phase, kind
+    (send, reduce, final, forward, last), chunk, packet index, element offset in the tensor and element
+    count. ``busy`` is high from ``start`` until the last item is taken.
+
+    It looks at one (key, phase) candidate per cycle and emits the valid ones (one item per cycle at best);
+    the engine spends several cycles on each item, so the sequencer keeps ahead except where keys hold few
+    items (the first and last 2N-2 keys).
+    """
+
+    def __init__(self):
+        super().__init__({
+            "plan": In(PlanLayout),
+            "start": In(1),
+            "items": Out(stream.Signature(Item)),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        pl = self.plan
+        d = Signal(32)
+        p = Signal(6)
+        k = Signal(33)                   # d - lag*p, two's complement
+        chunk = Signal(6)
+        last_phase = 2 * pl.nodes - 2
+        d_end = pl.chunk_packets - 1 + pl.lag * last_phase
+
+        # packets of this phase's chunk
+        npk = Signal(24)
+        with m.If(chunk < pl.full_chunks):
+            m.d.comb += npk.eq(pl.chunk_packets)
+        with m.Elif(chunk == pl.full_chunks):
+            m.d.comb += npk.eq(pl.rest_packets)
+        kk = k.as_signed()
+        valid = (kk >= 0) & (k[:32] < npk)
+        kind = Signal(3)
+        with m.If(p == 0):
+            m.d.comb += kind.eq(KINDS["send"])
+        with m.Elif(p < pl.nodes - 1):
+            m.d.comb += kind.eq(KINDS["reduce"])
+        with m.Elif(p == pl.nodes - 1):
+            m.d.comb += kind.eq(KINDS["final"])
+        with m.Elif(p < last_phase):
+            m.d.comb += kind.eq(KINDS["forward"])
+        with m.Else():
+            m.d.comb += kind.eq(KINDS["last"])
+        is_rest_last = (chunk == pl.full_chunks) & (k[:24] == pl.rest_packets - 1)
+
+        it = self.items.payload
+        m.d.comb += [
+            it.phase.eq(p), it.kind.eq(kind), it.chunk.eq(chunk), it.packet.eq(k[:24]),
+            it.offset.eq((chunk * pl.chunk_packets + k[:24]) * pl.packet),
+            it.count.eq(Mux(is_rest_last, pl.rest_last, pl.packet)),
+        ]
+
+        def first_phase_of(next_d):
+            return [p.eq(0), chunk.eq(pl.rank), k.eq(next_d)]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.start & (pl.nodes >= 2)):
+                    m.d.sync += [d.eq(0), *first_phase_of(0)]
+                    m.next = "RUN"
+            with m.State("RUN"):
+                m.d.comb += [self.busy.eq(1), self.items.valid.eq(valid)]
+                advance = ~valid | self.items.ready
+                with m.If(advance):
+                    with m.If(p == last_phase):
+                        with m.If(d == d_end):
+                            m.next = "IDLE"
+                        m.d.sync += [d.eq(d + 1), *first_phase_of(d + 1)]
+                    with m.Else():
+                        m.d.sync += [p.eq(p + 1), k.eq(k - pl.lag),
+                                     chunk.eq(Mux(chunk == 0, pl.nodes - 1, chunk - 1))]
+        return m
+
+
+def plan_fields(plan, rank: int, lag: int) -> dict:
+    """The PlanLayout values for a ``host_driver.allreduce.Plan`` (what the command processor computes)."""
+    kp = plan.chunk_elems // plan.packet
+    full = plan.elements // plan.chunk_elems
+    rest = plan.elements - full * plan.chunk_elems
+    return {"rank": rank, "nodes": plan.nodes, "packet": plan.packet, "lag": lag, "chunk_packets": kp,
+            "full_chunks": full, "rest_packets": -(-rest // plan.packet),
+            "rest_last": (rest - 1) % plan.packet + 1 if rest else plan.packet}
