@@ -1,0 +1,91 @@
+"""From a descriptor's element count and the ring's size to the sequencer's plan, with one serial divider."""
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .ring_sequencer import PlanLayout
+
+
+class SerialDivider(wiring.Component):
+    """Unsigned ``quotient, remainder = divmod(dividend, divisor)`` in ``width`` cycles (restoring
+    division, one bit per cycle) after ``start``; ``done`` pulses when they are valid. A zero divisor
+    gives quotient all ones and remainder = dividend (the caller never asks)."""
+
+    def __init__(self, width: int = 32):
+        self.w = width
+        super().__init__({
+            "dividend": In(width), "divisor": In(width), "start": In(1),
+            "quotient": Out(width), "remainder": Out(width), "done": Out(1), "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        w = self.w
+        step = Signal(range(w + 1))
+        rem = Signal(w + 1)
+        quo = Signal(w)
+        div = Signal(w)
+        m.d.comb += [self.quotient.eq(quo), self.remainder.eq(rem[:w]), self.busy.eq(step != 0)]
+        m.d.sync += self.done.eq(0)
+        with m.If(self.start & (step == 0)):
+            m.d.sync += [step.eq(w), rem.eq(0), quo.eq(self.dividend), div.eq(self.divisor)]
+        with m.Elif(step != 0):
+            shifted = Signal(w + 1)
+            m.d.comb += shifted.eq((rem << 1) | quo[w - 1])
+            fits = shifted >= div
+            m.d.sync += [
+                rem.eq(Mux(fits, shifted - div, shifted)),
+                quo.eq((quo << 1) | fits),
+                step.eq(step - 1),
+            ]
+            with m.If(step == 1):
+                m.d.sync += self.done.eq(1)
+        return m
+
+
+class PlanCalculator(wiring.Component):
+    """``plan`` for ``elements`` L over ``nodes`` N with ``packet`` P (host_driver.allreduce.Plan):
+    K = ceil(L / (N P)) P, full chunks = floor(L / K), the rest's packets and last-packet size. Three
+    divisions, about 100 cycles after ``start``; ``done`` pulses when ``plan`` holds (rank and lag are
+    passed through)."""
+
+    def __init__(self):
+        super().__init__({
+            "elements": In(32), "nodes": In(7), "packet": In(11), "rank": In(6), "lag": In(8),
+            "start": In(1), "plan": Out(PlanLayout), "done": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.div = div = SerialDivider(32)
+        pl = self.plan
+        L, P = self.elements, self.packet
+        K = Signal(32)
+        rest = Signal(32)
+        m.d.sync += [div.start.eq(0), self.done.eq(0)]
+        m.d.comb += [pl.rank.eq(self.rank), pl.nodes.eq(self.nodes), pl.packet.eq(P), pl.lag.eq(self.lag)]
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    # ceil(L / (N P)) = (L + N P - 1) // (N P)
+                    m.d.sync += [div.dividend.eq(L + self.nodes * P - 1), div.divisor.eq(self.nodes * P),
+                                 div.start.eq(1)]
+                    m.next = "KP"
+            with m.State("KP"):
+                with m.If(div.done):
+                    m.d.sync += [pl.chunk_packets.eq(div.quotient), K.eq(div.quotient * P),
+                                 div.dividend.eq(L), div.divisor.eq(div.quotient * P), div.start.eq(1)]
+                    m.next = "FULL"
+            with m.State("FULL"):
+                with m.If(div.done):
+                    m.d.sync += [pl.full_chunks.eq(div.quotient), rest.eq(div.remainder),
+                                 div.dividend.eq(div.remainder + P - 1), div.divisor.eq(P), div.start.eq(1)]
+                    m.next = "REST"
+            with m.State("REST"):
+                with m.If(div.done):
+                    # ceil(rest / P) packets; the last holds rest - (packets - 1) P elements
+                    m.d.sync += [pl.rest_packets.eq(div.quotient), self.done.eq(1),
+                                 pl.rest_last.eq(Mux(rest == 0, P, rest - (div.quotient - 1) * P))]
+                    m.next = "IDLE"
+        return m
