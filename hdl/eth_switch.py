@@ -56,8 +56,12 @@ class EthernetSwitch(wiring.Component):
                 m.d.sync += in_frame[i].eq(~s.tlast)
                 with m.If(~in_frame[i]):
                     m.d.sync += held[i].eq(match)
-                with m.If(s.tlast & (route[i] == 0)):
-                    m.d.sync += self.stat_unknown.eq(self.stat_unknown + 1)
+
+        # frames dropped this cycle (several inputs may finish one in the same cycle)
+        dropped = [Signal(name=f"dropped_{i}") for i in range(N)]
+        for i, s in enumerate(ins):
+            m.d.comb += dropped[i].eq(s.tvalid & s.tready & s.tlast & (route[i] == 0))
+        m.d.sync += self.stat_unknown.eq(self.stat_unknown + sum(d.as_unsigned() for d in dropped))
 
         # -- output side: round-robin frame arbitration into the output queue ----------------------------
         grant_ready = [[Signal(name=f"ready_{i}_to_{j}") for j in range(N)] for i in range(N)]
