@@ -6,6 +6,7 @@ pytest-xdist workers never compile the same thing twice at once.
 """
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -53,6 +54,12 @@ def build(sim: str, top: str, width: int):
         # itself only needs the warnings that matter for simulation.
         build_args = ["-Wno-fatal", "-O3", "--x-assign", "fast", "--x-initial", "fast"]
     with file_lock(f"build-{sim}-{name}"):
+        # the simulators rebuild when sources change, not when flags do: start over if the flags changed
+        stamp = build_dir / "build_args.txt"
+        if stamp.exists() and stamp.read_text() != repr(build_args):
+            shutil.rmtree(build_dir)
+        build_dir.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(repr(build_args))
         runner.build(sources=sources, hdl_toplevel=name, build_dir=build_dir, timescale=TIMESCALE,
                      build_args=build_args, log_file=build_dir / "build.log")
     return runner, build_dir, name
