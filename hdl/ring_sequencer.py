@@ -19,7 +19,7 @@ PlanLayout = data.StructLayout({
 })
 
 Item = data.StructLayout({
-    "phase": 6, "kind": 3, "chunk": 6, "packet": 24, "offset": 32, "count": 11,
+    "phase": 6, "kind": 3, "chunk": 6, "packet": 24, "offset": 32, "count": 11, "last_of_chunk": 1,
 })
 
 
@@ -27,7 +27,7 @@ class RingSequencer(wiring.Component):
     """On ``start``, streams the items of ``plan`` on ``items`` in the order of ``rank_schedule``: keys
     d = packet + lag * phase ascending, phases ascending within a key. Each item carries its phase, kind
     (send, reduce, final, forward, last), chunk, packet index, element offset in the tensor and element
-    count. ``busy`` is high from ``start`` until the last item is taken.
+    count and whether it is its chunk's last packet. ``busy`` is high from ``start`` until the last item is taken.
 
     It looks at one (key, phase) candidate per cycle and emits the valid ones (one item per cycle at best);
     the engine spends several cycles on each item, so the sequencer keeps ahead except where keys hold few
@@ -78,6 +78,7 @@ class RingSequencer(wiring.Component):
             it.phase.eq(p), it.kind.eq(kind), it.chunk.eq(chunk), it.packet.eq(k[:24]),
             it.offset.eq((chunk * pl.chunk_packets + k[:24]) * pl.packet),
             it.count.eq(Mux(is_rest_last, pl.rest_last, pl.packet)),
+            it.last_of_chunk.eq(k[:24] == npk - 1),
         ]
 
         def first_phase_of(next_d):

@@ -125,7 +125,7 @@ def _demo(args) -> int:
             x = [rng.integers(-1000, 1000, args.elements, dtype=np.int32) for _ in range(n)]
     try:
         cluster = Cluster(n, backend=args.sim, width=args.width, codec=args.codec, dtype=dtype, packet=args.packet,
-                          link_gbps=args.link_gbps, clock_mhz=args.clock_mhz)
+                          link_gbps=args.link_gbps, clock_mhz=args.clock_mhz, lag=args.lag)
         results, stats = cluster.allreduce(x)
     except (ValueError, TypeError, NotImplementedError) as exc:
         print(f"ainic demo: {exc}", file=sys.stderr)
@@ -200,6 +200,7 @@ def main(argv=None) -> int:
     d.add_argument("--width", type=int, default=512, choices=EXPORT_WIDTHS)
     d.add_argument("--link-gbps", type=float, default=80.0)
     d.add_argument("--clock-mhz", type=float, default=250.0)
+    d.add_argument("--lag", type=int, default=8, help="engine work order: packets of lead per phase")
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--inputs", nargs="+", help="one .npy per node instead of seeded random gradients")
     d.add_argument("--json", help="write the statistics here")

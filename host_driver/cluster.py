@@ -69,7 +69,8 @@ class Cluster:
     """``nodes`` NICs in a ring, each with its host; every argument is checked here."""
 
     def __init__(self, nodes: int, backend: str = "model", width: int = 512, codec: str = "none",
-                 dtype: str = "fp32", packet: int = 256, link_gbps: float = 80.0, clock_mhz: float = 250.0):
+                 dtype: str = "fp32", packet: int = 256, link_gbps: float = 80.0, clock_mhz: float = 250.0,
+                 lag: int = 8):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= 16:
@@ -82,6 +83,8 @@ class Cluster:
             raise ValueError("int32 data travels uncompressed: codec must be 'none'")
         if not (isinstance(packet, int) and 16 <= packet <= proto.MAX_P and packet % 16 == 0):
             raise ValueError(f"packet must be a multiple of 16 in 16 .. {proto.MAX_P}, got {packet!r}")
+        if isinstance(lag, bool) or not isinstance(lag, int) or not 1 <= lag <= 255:
+            raise ValueError(f"lag must be an int in 1 .. 255, got {lag!r}")
         if not link_gbps > 0 or not clock_mhz > 0:
             raise ValueError("link_gbps and clock_mhz must be positive")
         if backend != "model":
@@ -90,6 +93,7 @@ class Cluster:
         self.nodes, self.backend, self.width = nodes, backend, width
         self.codec, self.dtype, self.packet = codec, dtype, packet
         self.link_gbps, self.clock_mhz = link_gbps, clock_mhz
+        self.lag = lag
 
     def _inputs(self, arrays):
         arrays = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
@@ -102,18 +106,25 @@ class Cluster:
         return arrays
 
     def frames(self, arrays):
-        """Every frame of the all-reduce as (sender rank, frame bytes), in ring order (for --pcap)."""
-        _, sends = ar.ring_traffic(self._inputs(arrays), self.codec, self.dtype, self.packet)
-        psn = [0] * self.nodes
-        for s in sends:
-            dst = (s.src + 1) % self.nodes
-            frame = proto.build_frame(
-                s.payload, dst_mac=rank_mac(dst), src_mac=rank_mac(s.src), src_ip=rank_ip(s.src),
-                dst_ip=rank_ip(dst), opcode=1 if s.allgather else 0, codec=nm.CODECS[self.codec],
-                dtype=0 if self.dtype == "fp32" else 1, flags=proto.FLAG_LAST_OF_CHUNK if s.last_of_chunk else 0,
-                src_rank=s.src, dst_rank=dst, chunk=s.chunk, count=s.count, offset=s.offset, psn=psn[s.src])
-            psn[s.src] += 1
-            yield s.src, frame
+        """Every frame of the all-reduce as (sender rank, frame bytes). Each rank's frames come in the order
+        its engine sends them (``allreduce.rank_schedule`` with this cluster's ``lag``), numbered by ``psn``
+        per link; the ranks are interleaved round-robin."""
+        plan, sends = ar.ring_traffic(self._inputs(arrays), self.codec, self.dtype, self.packet)
+        by_item = {(s.src, s.step, (s.offset - plan.chunk(s.chunk).start) // self.packet): s for s in sends}
+        order = [[by_item[(r, p, k)] for p, k, _, kind in ar.rank_schedule(r, plan, self.lag) if kind != "last"]
+                 for r in range(self.nodes)]
+        for i in range(max(len(o) for o in order)):
+            for r in range(self.nodes):
+                if i < len(order[r]):
+                    yield r, self._frame(order[r][i], i)
+
+    def _frame(self, s, psn):
+        dst = (s.src + 1) % self.nodes
+        return proto.build_frame(
+            s.payload, dst_mac=rank_mac(dst), src_mac=rank_mac(s.src), src_ip=rank_ip(s.src),
+            dst_ip=rank_ip(dst), opcode=1 if s.allgather else 0, codec=nm.CODECS[self.codec],
+            dtype=0 if self.dtype == "fp32" else 1, flags=proto.FLAG_LAST_OF_CHUNK if s.last_of_chunk else 0,
+            src_rank=s.src, dst_rank=dst, chunk=s.chunk, count=s.count, offset=s.offset, psn=psn)
 
     def allreduce(self, arrays):
         x = self._inputs(arrays)
