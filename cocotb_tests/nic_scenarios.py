@@ -168,7 +168,7 @@ async def dma_errors(nic, r):
 async def ring_errors(nic, r):
     """A doorbell more than a ring ahead is ignored and flagged; a bad ring size stops the NIC and is
     flagged; after fixing it the queued descriptor runs."""
-    ERR = {f.name: 1 << f.lsb for f in rm.BY_NAME["ERROR_STATUS"].fields}
+    ERR = rm.field_masks("ERROR_STATUS")
     head = await nic.read_reg("SQ_HEAD")
     await nic.write_reg("SQ_DOORBELL", (head + nic.sq_entries + 1) & 0xFFFF)
     assert await nic.read_reg("SQ_TAIL") == head

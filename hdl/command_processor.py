@@ -22,8 +22,8 @@ RingConfig = data.StructLayout({
 })
 #: what it reports
 RingStatus = data.StructLayout({"sq_head": 16, "sq_tail": 16, "cq_tail": 16, "completed": 32, "errors": 32})
-ERR = {f.name: f.lsb for f in rm.BY_NAME["ERROR_STATUS"].fields}
-IRQ = {f.name: f.lsb for f in rm.BY_NAME["IRQ_STATUS"].fields}
+ERR = rm.field_masks("ERROR_STATUS")
+IRQ = rm.field_masks("IRQ_STATUS")
 
 
 def check_descriptor(m, d, cfg, collectives_supported=False):
@@ -282,8 +282,8 @@ class CommandProcessor(wiring.Component):
         any_error = Signal()
         m.d.comb += any_error.eq(err["doorbell"] | err["ring_config"] | err["completion_write"])
         m.d.comb += [
-            self.set_error.eq(sum(bit.as_unsigned() << ERR[name] for name, bit in err.items())),
-            self.set_irq.eq((irq_done.as_unsigned() << IRQ["completion"]) | (any_error.as_unsigned() << IRQ["error"])),
+            self.set_error.eq(sum(Mux(bit, ERR[name], 0) for name, bit in err.items())),
+            self.set_irq.eq(Mux(irq_done, IRQ["completion"], 0) | Mux(any_error, IRQ["error"], 0)),
         ]
         m.d.comb += self.busy.eq(timing)
         return m

@@ -4,8 +4,9 @@ from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .axi import BURST_INCR, AxiSignature, burst_beats
+from .axi import BURST_INCR, AxiSignature
 from .axis import AxiStreamSignature, check_width, keep_mask
+from .burst_splitter import BurstSplitter
 
 #: a DMA request: ``length`` bytes at host address ``addr`` (both multiples of 4, length >= 4)
 DmaCommand = data.StructLayout({"addr": 64, "length": 32})
@@ -55,11 +56,8 @@ class DmaReader(wiring.Component):
         # -- address side: split each command into bursts ----------------------------------------------
         info_layout = data.StructLayout({"lane": range(lanes), "n_in": 32, "n_out": 32, "last_bytes": range(B + 1)})
         m.submodules.info = info = fifo.SyncFIFO(width=info_layout.size, depth=4)
-        ar_busy = Signal()
-        ar_addr = Signal(64)
-        ar_left = Signal(32)
+        m.submodules.bursts = bursts = BurstSplitter(W)
         outstanding = Signal(range(self.max_outstanding + 1))
-        beats = burst_beats(m, ar_addr, ar_left, W, "ar_beats")
 
         offset = cmd.payload.addr[:shift]
         new_info = Signal(info_layout)
@@ -69,22 +67,20 @@ class DmaReader(wiring.Component):
             new_info.n_out.eq((cmd.payload.length + B - 1) >> shift),
             new_info.last_bytes.eq(cmd.payload.length - (((cmd.payload.length + B - 1) >> shift) - 1 << shift)),
             info.w_data.eq(new_info),
-            cmd.ready.eq(~ar_busy & info.w_rdy),
+            cmd.ready.eq(~bursts.busy & info.w_rdy),
             info.w_en.eq(cmd.valid & cmd.ready),
+            bursts.start.eq(info.w_en),
+            bursts.start_addr.eq(cmd.payload.addr & ~(B - 1)),
+            bursts.start_beats.eq(new_info.n_in),
         ]
-        with m.If(cmd.valid & cmd.ready):
-            m.d.sync += [ar_busy.eq(1), ar_addr.eq(cmd.payload.addr & ~(B - 1)), ar_left.eq(new_info.n_in)]
 
         ar_go = axi.arvalid & axi.arready
         r_end = axi.rvalid & axi.rready & axi.rlast
         m.d.comb += [
-            axi.arvalid.eq(ar_busy & (outstanding < self.max_outstanding)),
-            axi.araddr.eq(ar_addr), axi.arlen.eq(beats - 1), axi.arsize.eq(shift), axi.arburst.eq(BURST_INCR),
+            axi.arvalid.eq(bursts.busy & (outstanding < self.max_outstanding)),
+            axi.araddr.eq(bursts.addr), axi.arlen.eq(bursts.len), axi.arsize.eq(shift), axi.arburst.eq(BURST_INCR),
+            bursts.fire.eq(ar_go),
         ]
-        with m.If(ar_go):
-            m.d.sync += [ar_addr.eq(ar_addr + (beats << shift)), ar_left.eq(ar_left - beats)]
-            with m.If(ar_left == beats):
-                m.d.sync += ar_busy.eq(0)
         m.d.sync += outstanding.eq(outstanding + ar_go - r_end)
 
         # -- data side: realign memory beats to byte 0 of the stream ------------------------------------
@@ -144,5 +140,5 @@ class DmaReader(wiring.Component):
                 m.d.comb += comb
                 m.d.sync += sync
 
-        m.d.comb += self.busy.eq(ar_busy | active | (outstanding != 0))
+        m.d.comb += self.busy.eq(bursts.busy | active | (outstanding != 0))
         return m

@@ -4,8 +4,9 @@ from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .axi import BURST_INCR, AxiSignature, burst_beats, max_burst_beats
+from .axi import BURST_INCR, AxiSignature, max_burst_beats
 from .axis import AxiStreamSignature, check_width, keep_mask
+from .burst_splitter import BurstSplitter
 from .dma_reader import DmaCommand, resp_max
 
 
@@ -50,11 +51,8 @@ class DmaWriter(wiring.Component):
         m.submodules.info = info = fifo.SyncFIFO(width=info_layout.size, depth=4)
         m.submodules.bursts = bursts = fifo.SyncFIFO(width=(cap - 1).bit_length(), depth=16)
         m.submodules.done = done = fifo.SyncFIFO(width=32, depth=4)       # bursts per command, for B
-        aw_busy = Signal()
-        aw_addr = Signal(64)
-        aw_left = Signal(32)
+        m.submodules.splitter = splitter = BurstSplitter(W)
         aw_count = Signal(32)
-        beats = burst_beats(m, aw_addr, aw_left, W, "aw_beats")
 
         offset = cmd.payload.addr[:shift]
         n_axi = (offset + cmd.payload.length + B - 1) >> shift
@@ -65,24 +63,27 @@ class DmaWriter(wiring.Component):
             new_info.n_axi.eq(n_axi),
             new_info.end_bytes.eq(offset + cmd.payload.length - (n_axi - 1 << shift)),
             info.w_data.eq(new_info),
-            cmd.ready.eq(~aw_busy & info.w_rdy),
+            cmd.ready.eq(~splitter.busy & info.w_rdy),
             info.w_en.eq(cmd.valid & cmd.ready),
+            splitter.start.eq(info.w_en),
+            splitter.start_addr.eq(cmd.payload.addr & ~(B - 1)),
+            splitter.start_beats.eq(n_axi),
         ]
-        with m.If(cmd.valid & cmd.ready):
-            m.d.sync += [aw_busy.eq(1), aw_addr.eq(cmd.payload.addr & ~(B - 1)), aw_left.eq(n_axi),
-                         aw_count.eq(0)]
+        with m.If(info.w_en):
+            m.d.sync += aw_count.eq(0)
 
+        aw_go = axi.awvalid & axi.awready
         m.d.comb += [
-            axi.awvalid.eq(aw_busy & bursts.w_rdy & done.w_rdy),
-            axi.awaddr.eq(aw_addr), axi.awlen.eq(beats - 1), axi.awsize.eq(shift), axi.awburst.eq(BURST_INCR),
-            bursts.w_data.eq(beats - 1),
+            axi.awvalid.eq(splitter.busy & bursts.w_rdy & done.w_rdy),
+            axi.awaddr.eq(splitter.addr), axi.awlen.eq(splitter.len), axi.awsize.eq(shift),
+            axi.awburst.eq(BURST_INCR),
+            splitter.fire.eq(aw_go),
+            bursts.w_data.eq(splitter.len),
+            bursts.w_en.eq(aw_go),
         ]
-        with m.If(axi.awvalid & axi.awready):
-            m.d.comb += bursts.w_en.eq(1)
-            m.d.sync += [aw_addr.eq(aw_addr + (beats << shift)), aw_left.eq(aw_left - beats),
-                         aw_count.eq(aw_count + 1)]
-            with m.If(aw_left == beats):
-                m.d.sync += aw_busy.eq(0)
+        with m.If(aw_go):
+            m.d.sync += aw_count.eq(aw_count + 1)
+            with m.If(splitter.last):
                 m.d.comb += [done.w_en.eq(1), done.w_data.eq(aw_count + 1)]
 
         # -- data side: shift stream beats up to the destination's byte offset ---------------------------
@@ -129,5 +130,5 @@ class DmaWriter(wiring.Component):
             m.d.comb += done.r_en.eq(1)
             m.d.sync += [b_count.eq(0), b_resp.eq(0)]
 
-        m.d.comb += self.busy.eq(aw_busy | info.r_rdy | done.r_rdy)
+        m.d.comb += self.busy.eq(splitter.busy | info.r_rdy | done.r_rdy)
         return m

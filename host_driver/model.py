@@ -11,7 +11,7 @@ from . import numerics as nm
 from . import regmap as rm
 from .nic import IRQ_COMPLETION, IRQ_ERROR
 
-ERR = {f.name: 1 << f.lsb for f in rm.BY_NAME["ERROR_STATUS"].fields}
+ERR = rm.field_masks("ERROR_STATUS")
 RESP_OKAY, RESP_SLVERR, RESP_DECERR = 0, 2, 3
 
 

@@ -20,9 +20,9 @@ from . import descriptors as ds
 from . import numerics as nm
 from . import regmap as rm
 
-IRQ_COMPLETION = 1 << next(f.lsb for f in rm.BY_NAME["IRQ_STATUS"].fields if f.name == "completion")
-IRQ_ERROR = 1 << next(f.lsb for f in rm.BY_NAME["IRQ_STATUS"].fields if f.name == "error")
-ERR_COMPLETION_WRITE = 1 << next(f.lsb for f in rm.BY_NAME["ERROR_STATUS"].fields if f.name == "completion_write")
+IRQ_COMPLETION = rm.field_masks("IRQ_STATUS")["completion"]
+IRQ_ERROR = rm.field_masks("IRQ_STATUS")["error"]
+ERR_COMPLETION_WRITE = rm.field_masks("ERROR_STATUS")["completion_write"]
 DEFAULT_TIMEOUT_CYCLES = 2_000_000
 
 
@@ -30,7 +30,7 @@ class NicError(RuntimeError):
     """The NIC reported an error it could not attach to a descriptor (ERROR_STATUS bits in ``.bits``)."""
 
     def __init__(self, bits: int, lost: int = None):
-        names = [f.name for f in rm.BY_NAME["ERROR_STATUS"].fields if bits >> f.lsb & 1]
+        names = [name for name, mask in rm.field_masks("ERROR_STATUS").items() if bits & mask]
         more = f"; descriptor {lost} has no completion" if lost is not None else ""
         super().__init__(f"NIC error status {bits:#x}: {', '.join(names) or 'unknown'}{more}")
         self.bits = bits

@@ -135,6 +135,11 @@ def offset(name: str, index: int = 0) -> int:
     return r.offset + 4 * index
 
 
+def field_masks(name: str) -> dict:
+    """{field: mask} of a register's one-bit-or-wider fields (``1 << lsb`` for flags)."""
+    return {f.name: ((1 << f.width) - 1) << f.lsb for f in BY_NAME[name].fields}
+
+
 def _check_overlaps():
     spans = sorted((r.offset, r.offset + 4 * r.count, r.name) for r in REGISTERS)
     for (a0, a1, an), (b0, b1, bn) in zip(spans, spans[1:]):

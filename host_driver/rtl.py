@@ -14,7 +14,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, First, RisingEdge
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
-from hdl.host_bench import MEMORY_CONFIG
+from hdl.host_bench import MEMORY_CONFIG, MEMORY_STATS
 
 CLOCK_NS = 4            # 250 MHz
 _CLOCKS = {}
@@ -89,7 +89,6 @@ class HostMemory:
         return raw[addr - first * B:addr - first * B + n].tobytes()
 
     def stats(self) -> dict:
-        from hdl.host_bench import MEMORY_STATS
         return {k: int(self._port(k).value) for k in MEMORY_STATS}
 
 

@@ -252,20 +252,44 @@ def test_stream_fork_delivers_every_beat_to_each_branch(rng, enable_b):
     assert got_b == (frames if enable_b else [])
 
 
+def sequencer_driving(block):
+    """A module with a RingSequencer feeding ``block.items``; returns (module, sequencer)."""
+    from amaranth import Module
+    from amaranth.lib import wiring
+    from hdl.ring_sequencer import RingSequencer
+    m = Module()
+    m.submodules.seq = seq = RingSequencer()
+    m.submodules.block = block
+    wiring.connect(m, seq.items, block.items)
+    return m, seq
+
+
+async def start_sequence(ctx, seq, block, plan, rank, lag, cfg):
+    """Load the plan and the block's configuration, then pulse ``start`` on both."""
+    from hdl.ring_sequencer import plan_fields
+    for name, v in plan_fields(plan, rank, lag).items():
+        ctx.set(getattr(seq.plan, name), v)
+    for name, v in cfg.items():
+        ctx.set(getattr(block.cfg, name), v)
+    ctx.set(seq.start, 1)
+    ctx.set(block.start, 1)
+    await ctx.tick()
+    ctx.set(seq.start, 0)
+    ctx.set(block.start, 0)
+
+
 @pytest.mark.parametrize("n, length, p, lag, codec", [(3, 1000, 16, 2, "bf16"), (4, 300, 64, 8, "none")])
 def test_tx_headers_match_the_model_frames(rng, n, length, p, lag, codec):
     """Sequencer -> TxHeaderGen in RTL gives, frame for frame, the headers of Cluster.frames()."""
     from scapy.layers.inet import IP
     from scapy.layers.l2 import Ether
 
-    from hdl.ring_sequencer import RingSequencer, plan_fields
     from hdl.tx_builder import TxMeta
     from hdl.tx_header_gen import TxHeaderGen
     from host_driver import allreduce as ar
+    from host_driver import numerics as nm
     from host_driver.cluster import Cluster, rank_ip, rank_mac
-    from host_driver.protocol import Ainic, ip_int
-    from amaranth import Module
-    from amaranth.lib import wiring
+    from host_driver.protocol import Ainic, ip_int, mac_int
 
     x = [rng.standard_normal(length).astype(np.float32) for _ in range(n)]
     frames = list(Cluster(n, codec=codec, packet=p, lag=lag).frames(x))
@@ -277,26 +301,17 @@ def test_tx_headers_match_the_model_frames(rng, n, length, p, lag, codec):
                 e = Ether(f)
                 want.append((e[Ainic].opcode, e[Ainic].flags, e[Ainic].src_rank, e[Ainic].dst_rank, e[Ainic].chunk,
                              e[Ainic].count, e[Ainic].offset, e[Ainic].psn, e[Ainic].codec, e[IP].dst, e.dst))
-        m = Module()
-        m.submodules.seq = seq = RingSequencer()
-        m.submodules.gen = gen = TxHeaderGen()
-        wiring.connect(m, seq.items, gen.items)
+        gen = TxHeaderGen()
+        m, seq = sequencer_driving(gen)
         got = []
         sim = Simulator(m)
         sim.add_clock(1e-8)
 
         async def bench(ctx):
-            for name, v in plan_fields(plan, rank, lag).items():
-                ctx.set(getattr(seq.plan, name), v)
             nxt = (rank + 1) % n
-            for name, v in {"rank": rank, "nodes": n, "codec": nm_codes[codec], "dtype": 0,
-                            "next_mac": int(rank_mac(nxt).replace(":", ""), 16), "next_ip": ip_int(rank_ip(nxt))}.items():
-                ctx.set(getattr(gen.cfg, name), v)
-            ctx.set(seq.start, 1)
-            ctx.set(gen.start, 1)
-            await ctx.tick()
-            ctx.set(seq.start, 0)
-            ctx.set(gen.start, 0)
+            await start_sequence(ctx, seq, gen, plan, rank, lag, {
+                "rank": rank, "nodes": n, "codec": nm.CODECS[codec], "dtype": 0,
+                "next_mac": mac_int(rank_mac(nxt)), "next_ip": ip_int(rank_ip(nxt))})
             ctx.set(gen.m_meta.tready, 1)
             for _ in range(100_000):
                 _, _, valid, busy, tdata = await ctx.tick().sample(gen.m_meta.tvalid, seq.busy, gen.m_meta.tdata)
@@ -315,8 +330,6 @@ def test_tx_headers_match_the_model_frames(rng, n, length, p, lag, codec):
         assert got == want, (rank, got[:3], want[:3])
 
 
-nm_codes = {"none": 0, "fp16": 1, "bf16": 2, "bfp8": 3, "bfp4": 4}
-
 
 @pytest.mark.parametrize("corrupt", [None, "offset", "psn"])
 def test_rx_item_check_accepts_the_model_frames(rng, corrupt):
@@ -325,10 +338,7 @@ def test_rx_item_check_accepts_the_model_frames(rng, corrupt):
     from scapy.layers.inet import IP
     from scapy.layers.l2 import Ether
 
-    from amaranth import Module
-    from amaranth.lib import wiring
-    from hdl.rx_item_check import FIELDS, RxItemCheck, RxMeta
-    from hdl.ring_sequencer import RingSequencer, plan_fields
+    from hdl.rx_item_check import FIELDS, RxItemCheck
     from host_driver import allreduce as ar
     from host_driver.cluster import Cluster, rank_ip
     from host_driver.protocol import Ainic, ip_int
@@ -345,24 +355,15 @@ def test_rx_item_check_accepts_the_model_frames(rng, corrupt):
     if corrupt:
         shift = {"offset": 64, "psn": 32}[corrupt]
         metas[bad_at] ^= 1 << shift
-    m = Module()
-    m.submodules.seq = seq = RingSequencer()
-    m.submodules.chk = chk = RxItemCheck()
-    wiring.connect(m, seq.items, chk.items)
+    chk = RxItemCheck()
+    m, seq = sequencer_driving(chk)
     flagged = []
     sim = Simulator(m)
     sim.add_clock(1e-8)
 
     async def bench(ctx):
-        for name, v in plan_fields(ar.Plan(n, length, p), rank, lag).items():
-            ctx.set(getattr(seq.plan, name), v)
-        for name, v in {"rank": rank, "nodes": n, "codec": 3, "dtype": 0, "prev_ip": ip_int(rank_ip(rank - 1))}.items():
-            ctx.set(getattr(chk.cfg, name), v)
-        ctx.set(seq.start, 1)
-        ctx.set(chk.start, 1)
-        await ctx.tick()
-        ctx.set(seq.start, 0)
-        ctx.set(chk.start, 0)
+        await start_sequence(ctx, seq, chk, ar.Plan(n, length, p), rank, lag, {
+            "rank": rank, "nodes": n, "codec": 3, "dtype": 0, "prev_ip": ip_int(rank_ip(rank - 1))})
         ctx.set(chk.checked.ready, 1)
         i = 0
         received = 0
