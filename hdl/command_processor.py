@@ -9,7 +9,10 @@ from host_driver import regmap as rm
 from .axi import RESP_SLVERR
 from .axis import AxiStreamSignature, check_width
 from .codec import CODEC_BITS, CODEC_NONE
+from .collective_engine import EngineStatus
 from .dma_reader import DmaCommand
+from .plan_calculator import PlanCalculator
+from .ring_sequencer import PlanLayout
 
 Descriptor = data.StructLayout({name: bits for name, bits, _ in ds.DESCRIPTOR_FIELDS})
 CompletionRecord = data.StructLayout({name: bits for name, bits, _ in ds.COMPLETION_FIELDS})
@@ -18,15 +21,24 @@ S = ds.STATUS_CODE
 #: what the command processor reads from the register block
 RingConfig = data.StructLayout({
     "enable": 1, "sq_base": 64, "sq_size_log2": 5, "cq_base": 64, "cq_size_log2": 5, "cq_head": 16,
-    "world_size": 32, "rank": 32, "packet_elems": 32,
+    "world_size": 32, "rank": 32, "packet_elems": 32, "lag": 8,
 })
+#: network counters the completion record reports as differences over the descriptor
+NetCounters = data.StructLayout({"tx_frames": 32, "tx_bytes": 64, "rx_frames": 32, "rx_bytes": 64})
 #: what it reports
 RingStatus = data.StructLayout({"sq_head": 16, "sq_tail": 16, "cq_tail": 16, "completed": 32, "errors": 32})
 ERR = rm.field_masks("ERROR_STATUS")
+
+
+def _any(values):
+    out = C(0, 1)
+    for v in values:
+        out = out | v
+    return out
 IRQ = rm.field_masks("IRQ_STATUS")
 
 
-def check_descriptor(m, d, cfg, collectives_supported=False):
+def check_descriptor(m, d, cfg):
     """Status of descriptor ``d`` under ``cfg``: :func:`host_driver.descriptors.check` in RTL, same order."""
     count_bytes = Cat(C(0, 2), d.count)
     src_end = Signal(65)
@@ -52,8 +64,7 @@ def check_descriptor(m, d, cfg, collectives_supported=False):
         ((collective | (d.codec != CODEC_NONE)) & ((p[:4] != 0) | (p < ds.MIN_P) | (p > ds.MAX_P)),
          "bad_packet_size"),
     ]
-    if not collectives_supported:
-        checks.append((collective, "unsupported"))
+    checks.append((_any(d.opcode == op for op in ds.UNSUPPORTED_OPCODES), "unsupported"))
     status = Signal(8, name="check_status")
     with m.If(checks[0][0]):
         m.d.comb += status.eq(S[checks[0][1]])
@@ -76,6 +87,12 @@ class CommandProcessor(wiring.Component):
     Ports: ``cfg``/``stat`` to the register block, ``doorbell`` (strobe + value), ``set_irq`` /
     ``set_error`` (bits to set in IRQ_STATUS / ERROR_STATUS), the DMA engine's command, data and status
     streams, and the codec loop's streams.
+
+    An ALLREDUCE with WORLD_SIZE 1 is a plain copy (no codec: docs/allreduce.md). With more ranks the
+    processor computes the ring plan (:class:`PlanCalculator`, about 100 cycles), strobes
+    ``engine_start`` and hands the DMA ports to the collective engine (``engine_active``) until its
+    ``engine_busy`` falls; the completion then carries the engine's status and the network counters'
+    growth over the descriptor (frames and bytes sent and received).
     """
 
     def __init__(self, width: int = 512):
@@ -100,6 +117,15 @@ class CommandProcessor(wiring.Component):
             "loop_count": Out(32),
             "loop_start": Out(1),
             "busy": Out(1),
+            # the collective engine: the descriptor and plan it runs, a start strobe, ``engine_active`` while
+            # it owns the DMA ports, and its busy/status
+            "desc": Out(Descriptor),
+            "plan": Out(PlanLayout),
+            "engine_start": Out(1),
+            "engine_active": Out(1),
+            "engine_busy": In(1),
+            "engine_status": In(EngineStatus),
+            "net": In(NetCounters),
         })
 
     def elaborate(self, platform):
@@ -127,7 +153,8 @@ class CommandProcessor(wiring.Component):
         m.d.comb += cq_used.eq(cq_tail - cfg.cq_head)
 
         # doorbell: accept a producer index at most one ring ahead of the consumer
-        err = {name: Signal(name=f"err_{name}") for name in ("doorbell", "ring_config", "completion_write")}
+        err = {name: Signal(name=f"err_{name}")
+               for name in ("doorbell", "ring_config", "completion_write", "int32_overflow", "framing")}
         irq_done = Signal()
         ahead = Signal(16)
         m.d.comb += ahead.eq(self.doorbell_value - sq_head)
@@ -153,6 +180,14 @@ class CommandProcessor(wiring.Component):
             m.d.sync += cycles.eq(cycles + 1)
 
         verdict = check_descriptor(m, desc, cfg)
+        m.submodules.plan = plan = PlanCalculator()
+        m.d.comb += [
+            plan.elements.eq(desc.count), plan.nodes.eq(cfg.world_size), plan.packet.eq(cfg.packet_elems),
+            plan.rank.eq(cfg.rank), plan.lag.eq(cfg.lag), self.plan.eq(plan.plan), self.desc.eq(desc),
+        ]
+        is_collective = (desc.opcode != ds.OPCODES["copy"]) & (cfg.world_size > 1)
+        net0 = Signal(NetCounters)
+        net_delta = Signal(NetCounters)
         # the descriptor register holds still from CHECK until the next fetch: the codec loop's settings
         m.d.comb += [self.loop_codec.eq(desc.codec), self.loop_count.eq(desc.count)]
         use_loop = Signal()
@@ -164,6 +199,8 @@ class CommandProcessor(wiring.Component):
             record.status.eq(status), record.opcode.eq(desc.opcode), record.phase.eq(phase),
             record.sq_index.eq(sq_head), record.collective.eq(desc.collective), record.cycles.eq(cycles),
             record.tag.eq(desc.tag), record.host_bytes.eq(host_bytes),
+            record.packets_sent.eq(net_delta.tx_frames), record.bytes_sent.eq(net_delta.tx_bytes),
+            record.packets_received.eq(net_delta.rx_frames), record.bytes_received.eq(net_delta.rx_bytes),
         ]
 
         # the read stream's consumer and the write stream's producer depend on the state
@@ -197,18 +234,49 @@ class CommandProcessor(wiring.Component):
                         m.d.sync += fetch_resp.eq(Mux(rd.tuser > read_resp, rd.tuser, read_resp))
                         m.next = "CHECK"
             with m.State("CHECK"):
-                m.d.sync += [read_resp.eq(0), sent_rd.eq(0), sent_wr.eq(0),
-                             use_loop.eq(desc.codec != CODEC_NONE)]
+                m.d.sync += [read_resp.eq(0), sent_rd.eq(0), sent_wr.eq(0), net0.eq(self.net), net_delta.eq(0),
+                             use_loop.eq((desc.codec != CODEC_NONE) & (desc.opcode == ds.OPCODES["copy"]))]
                 with m.If(fetch_resp >= RESP_SLVERR):
                     m.d.sync += [status.eq(S["fetch_error"]), desc.eq(0)]
                     m.next = "COMPLETE"
                 with m.Elif(verdict != 0):
                     m.d.sync += status.eq(verdict)
                     m.next = "COMPLETE"
+                with m.Elif(is_collective):
+                    m.d.sync += [status.eq(0), plan.start.eq(1)]
+                    m.next = "PLAN"
                 with m.Else():
                     m.d.sync += status.eq(0)
                     m.d.comb += self.loop_start.eq(1)
                     m.next = "COPY"
+            with m.State("PLAN"):
+                m.d.sync += plan.start.eq(0)
+                with m.If(plan.done):
+                    m.next = "LAUNCH"
+            with m.State("LAUNCH"):
+                m.d.comb += [self.engine_start.eq(1), self.engine_active.eq(1)]
+                m.next = "COLLECTIVE"
+            with m.State("COLLECTIVE"):
+                m.d.comb += self.engine_active.eq(1)
+                es = self.engine_status
+                with m.If(~self.engine_busy):
+                    m.d.comb += [err["int32_overflow"].eq(es.overflow), err["framing"].eq(es.framing)]
+                    m.d.sync += [
+                        timing.eq(0),
+                        net_delta.tx_frames.eq(self.net.tx_frames - net0.tx_frames),
+                        net_delta.tx_bytes.eq(self.net.tx_bytes - net0.tx_bytes),
+                        net_delta.rx_frames.eq(self.net.rx_frames - net0.rx_frames),
+                        net_delta.rx_bytes.eq(self.net.rx_bytes - net0.rx_bytes),
+                    ]
+                    with m.If(es.read_resp >= RESP_SLVERR):
+                        m.d.sync += status.eq(Mux(es.read_resp == RESP_SLVERR, S["read_slverr"], S["read_decerr"]))
+                    with m.Elif(es.write_resp >= RESP_SLVERR):
+                        m.d.sync += status.eq(Mux(es.write_resp == RESP_SLVERR, S["write_slverr"], S["write_decerr"]))
+                    with m.Elif(es.mismatch != 0):
+                        m.d.sync += status.eq(S["network_mismatch"])
+                    with m.Else():
+                        m.d.sync += host_bytes.eq(length)
+                    m.next = "COMPLETE"
             with m.State("COPY"):
                 m.d.comb += poison.eq(1)
                 m.d.comb += [
@@ -280,7 +348,7 @@ class CommandProcessor(wiring.Component):
         # whole-word assignments: Yosys' Verilog for constant bits of a partly assigned signal is an
         # `always @*` without inputs, which Icarus never runs
         any_error = Signal()
-        m.d.comb += any_error.eq(err["doorbell"] | err["ring_config"] | err["completion_write"])
+        m.d.comb += any_error.eq(_any(err.values()))
         m.d.comb += [
             self.set_error.eq(sum(Mux(bit, ERR[name], 0) for name, bit in err.items())),
             self.set_irq.eq(Mux(irq_done, IRQ["completion"], 0) | Mux(any_error, IRQ["error"], 0)),

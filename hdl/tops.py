@@ -1,12 +1,13 @@
 """The synthesizable tops, by name: what ``make verilog`` exports and what the testbenches build."""
 
+from .cluster_bench import MAX_NODES, ClusterTop
 from .compressor import Compressor
 from .csr import RegisterBlock
 from .decompressor import Decompressor
 from .dma_engine import DmaEngine
 from .host_bench import HostBench
-from .host_interface import HostInterface
 from .reduction_unit import ReductionUnit
+from .nic import Nic
 from .packet_loopback import PacketLoopback
 from .rx_parser import RxParser
 from .tx_builder import TxBuilder
@@ -21,12 +22,13 @@ TOPS = {
     "packet_loopback": PacketLoopback,
     "register_block": RegisterBlock,
     "dma_engine": DmaEngine,
-    "host_interface": HostInterface,
+    "nic": Nic,
 }
 
 #: simulation-only tops (they instantiate the models in hdl/sim/); built by the testbenches, never exported
 SIM_TOPS = {
     "host_bench": HostBench,
+    **{f"cluster_n{n}": ClusterTop(n) for n in range(2, MAX_NODES + 1)},
 }
 
 #: widths every top is exported and tested at (default first)

@@ -67,12 +67,14 @@ STATUS = {
     8: ("bad_range", "src or dst + count*4 runs past the end of the 64-bit address space"),
     9: ("bad_world_size", f"collective with WORLD_SIZE outside 1 .. {MAX_RANKS} or RANK >= WORLD_SIZE"),
     10: ("bad_packet_size", f"a codec or collective with PACKET_ELEMS not a multiple of 16 in {MIN_P} .. {MAX_P}"),
-    11: ("unsupported", "a valid collective this build does not execute yet"),
+    11: ("unsupported", "a valid collective this build does not execute yet (reduce_scatter, allgather)"),
     16: ("read_slverr", "a host-memory read returned SLVERR (the destination may be partly written)"),
     17: ("read_decerr", "a host-memory read returned DECERR (the destination may be partly written)"),
     18: ("write_slverr", "a host-memory write returned SLVERR"),
     19: ("write_decerr", "a host-memory write returned DECERR"),
     20: ("fetch_error", "reading the descriptor itself failed; the completion carries only sq_index"),
+    21: ("network_mismatch", "a received packet's header disagreed with the packet the ring expected next "
+         "(wrong peer configuration, or a lost or corrupted frame): the result is not reliable"),
 }
 STATUS_CODE = {name: code for code, (name, _) in STATUS.items()}
 
@@ -153,7 +155,11 @@ class Completion:
         return pack(COMPLETION_BITS, self.__dict__)
 
 
-def check(desc: dict, world_size: int, rank: int, packet_elems: int, collectives_supported: bool = False) -> int:
+#: opcodes this build checks but does not execute yet (they complete with ``unsupported``)
+UNSUPPORTED_OPCODES = (OPCODES["reduce_scatter"], OPCODES["allgather"])
+
+
+def check(desc: dict, world_size: int, rank: int, packet_elems: int) -> int:
     """Status code for a descriptor (fields as :func:`unpack` gives them) under the NIC's registers:
     0 when it may run, else the first failing check's code."""
     op = desc["opcode"]
@@ -179,7 +185,7 @@ def check(desc: dict, world_size: int, rank: int, packet_elems: int, collectives
     if (collective or desc["codec"] != nm.CODECS["none"]) and not (
             packet_elems % 16 == 0 and MIN_P <= packet_elems <= MAX_P):
         return STATUS_CODE["bad_packet_size"]
-    if collective and not collectives_supported:
+    if op in UNSUPPORTED_OPCODES:
         return STATUS_CODE["unsupported"]
     return 0
 

@@ -94,9 +94,19 @@ class Nic:
     async def write_reg(self, name: str, value: int, index: int = 0) -> None:
         await self.backend.write_reg(rm.offset(name, index), _check_int(name, value, 0, (1 << 32) - 1))
 
-    async def start(self, rank: int = 0, world_size: int = 1, packet_elems: int = 256) -> None:
-        """Configure the rings and identity, then enable the NIC (indices restart at 0)."""
+    async def start(self, rank: int = 0, world_size: int = 1, packet_elems: int = 256, lag: int = 8,
+                    job_id: int = 0, local_mac: int = 0, local_ip: int = 0, peers=()) -> None:
+        """Configure the rings and identity, then enable the NIC (indices restart at 0). For collectives:
+        ``lag`` (the work order, the same on every rank), ``job_id``, this NIC's ``local_mac``/``local_ip``
+        and ``peers``, one (mac, ip) integer pair per rank (the peer table)."""
         _check_int("world_size", world_size, 1, rm.MAX_RANKS)
+        _check_int("lag", lag, 1, 255)
+        _check_int("job_id", job_id, 0, 0xFFFF)
+        _check_int("local_mac", local_mac, 0, (1 << 48) - 1)
+        _check_int("local_ip", local_ip, 0, (1 << 32) - 1)
+        peers = list(peers)
+        if peers and len(peers) != world_size:
+            raise ValueError(f"peers must hold one (mac, ip) per rank: {world_size}, got {len(peers)}")
         _check_int("rank", rank, 0, world_size - 1)
         _check_int("packet_elems", packet_elems, ds.MIN_P, ds.MAX_P)
         if packet_elems % 16:
@@ -111,8 +121,16 @@ class Nic:
                             ("CQ_SIZE_LOG2", self.cq_entries.bit_length() - 1), ("CQ_HEAD", 0),
                             ("RANK", rank), ("WORLD_SIZE", world_size), ("PACKET_ELEMS", packet_elems),
                             ("IRQ_STATUS", 0xFFFFFFFF), ("ERROR_STATUS", 0xFFFFFFFF),
-                            ("IRQ_ENABLE", IRQ_COMPLETION | IRQ_ERROR)):
+                            ("IRQ_ENABLE", IRQ_COMPLETION | IRQ_ERROR), ("LAG", lag), ("JOB_ID", job_id),
+                            ("LOCAL_MAC_LO", local_mac & 0xFFFFFFFF), ("LOCAL_MAC_HI", local_mac >> 32),
+                            ("LOCAL_IP", local_ip)):
             await self.write_reg(name, value)
+        for i, (mac, ip) in enumerate(peers):
+            _check_int(f"peers[{i}] mac", mac, 0, (1 << 48) - 1)
+            _check_int(f"peers[{i}] ip", ip, 0, (1 << 32) - 1)
+            await self.write_reg("PEER_MAC_LO", mac & 0xFFFFFFFF, i)
+            await self.write_reg("PEER_MAC_HI", mac >> 32, i)
+            await self.write_reg("PEER_IP", ip, i)
         # completion slots start out with phase 0, so a stale record is never taken for a new one
         await self.backend.mem_write(self.cq_base, bytes(self.cq_entries * ds.RECORD_BYTES))
         await self.write_reg("CONTROL", 1)
@@ -177,8 +195,8 @@ class Nic:
                 raise ValueError(f"{name} {addr:#x} is not a multiple of 4")
             self._check_range(addr, 4 * count)
             fields[name] = addr
-        if opcode != "copy":
-            raise NotImplementedError(f"{opcode}: the collective engine is not in this build yet")
+        if ds.OPCODES[opcode] in ds.UNSUPPORTED_OPCODES:
+            raise NotImplementedError(f"{opcode}: the collective engine runs allreduce only in this build")
         return await self.submit_raw(**fields)
 
     async def submit_raw(self, **fields) -> int:

@@ -78,6 +78,9 @@ def _build():
     reg("LOCAL_MAC_LO", "rw", 0, "This NIC's MAC address, bits 31:0.")
     reg("LOCAL_MAC_HI", "rw", 0, "This NIC's MAC address, bits 47:32 (in 15:0).")
     reg("LOCAL_IP", "rw", 0, "This NIC's IPv4 address.")
+    reg("LAG", "rw", 8, "Collective work order: packet k of phase p runs at key k + LAG*p (1 .. 255; "
+        "docs/collective_engine.md). Every rank of a job must use the same value.")
+    reg("JOB_ID", "rw", 0, "Job id carried in every ainic header (16 bits); a received frame of another job ends the collective with status network_mismatch.")
     for name, bits, desc in (("SQ", "submission", "descriptors written by the host"),
                              ("CQ", "completion", "completion records written by the NIC")):
         reg(f"{name}_BASE_LO", "rw", 0, f"Host address of the {bits} ring ({desc}), bits 31:0; 64-byte aligned.",

@@ -20,6 +20,20 @@ CLOCK_NS = 4            # 250 MHz
 _CLOCKS = {}
 
 
+def start_clock(dut) -> None:
+    """The 250 MHz clock, once per test (cocotb ends every task, clocks included, with the test)."""
+    clock = _CLOCKS.get(id(dut))
+    if clock is None or clock.done():
+        _CLOCKS[id(dut)] = cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
+
+
+async def reset_pulse(dut) -> None:
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, 4)
+    dut.rst.value = 0
+    await ClockCycles(dut.clk, 2)
+
+
 class HostMemory:
     """Bulk access to the HDL host memory of one bench (``prefix`` selects the ports, e.g. ``mem_``)."""
 
@@ -93,26 +107,29 @@ class HostMemory:
 
 
 class RtlBackend:
-    """Registers through AXI4-Lite, host memory through the backdoor, the interrupt from ``irq``."""
+    """Registers through AXI4-Lite, host memory through the backdoor, the interrupt from ``irq``.
 
-    def __init__(self, dut, width: int, addr_bits: int = 24):
+    ``prefix`` selects one NIC of a bench with several (``n2_`` for node 2 of a cluster bench: ports
+    ``n2_s_axil__*``, ``n2_irq``, ``n2_mem_*``, backdoor files ``hostmem2_*.hex``)."""
+
+    def __init__(self, dut, width: int, addr_bits: int = 24, prefix: str = "", files: str = "hostmem"):
         self.dut = dut
         self.width = width
-        self.memory = HostMemory(dut, width, addr_bits)
+        self.memory = HostMemory(dut, width, addr_bits, prefix=f"{prefix}mem_", load_file=f"{files}_load.hex",
+                                 dump_file=f"{files}_dump.hex")
         self.mem_size = self.memory.size
-        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil", bus_separator="__"), dut.clk, dut.rst)
+        self.irq = getattr(dut, f"{prefix}irq")
+        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, f"{prefix}s_axil", bus_separator="__"), dut.clk,
+                                  dut.rst)
 
-    async def reset(self, **memory_config) -> None:
-        clock = _CLOCKS.get(id(self.dut))
-        if clock is None or clock.done():               # one clock per test (cocotb ends tasks with the test)
-            _CLOCKS[id(self.dut)] = cocotb.start_soon(Clock(self.dut.clk, CLOCK_NS, unit="ns").start())
+    async def reset(self, pulse: bool = True, **memory_config) -> None:
+        """Configure the memory model; start the clock (once per test) and, with ``pulse``, reset the bench."""
+        start_clock(self.dut)
         self.memory.configure(**memory_config)
         for name in ("bd_load", "bd_dump", "bd_lo", "bd_hi"):
-            getattr(self.dut, f"mem_{name}").value = 0
-        self.dut.rst.value = 1
-        await ClockCycles(self.dut.clk, 4)
-        self.dut.rst.value = 0
-        await ClockCycles(self.dut.clk, 2)
+            self.memory._port(name).value = 0
+        if pulse:
+            await reset_pulse(self.dut)
 
     async def read_reg(self, offset: int) -> int:
         return int.from_bytes((await self.axil.read(offset, 4)).data, "little")
@@ -127,11 +144,11 @@ class RtlBackend:
         return await self.memory.read(addr, n)
 
     async def wait_irq(self, timeout_cycles: int) -> None:
-        if self.dut.irq.value == 1:
+        if self.irq.value == 1:
             return
         timeout = ClockCycles(self.dut.clk, timeout_cycles)
-        if await First(RisingEdge(self.dut.irq), timeout) is timeout:
+        if await First(RisingEdge(self.irq), timeout) is timeout:
             raise TimeoutError(f"no interrupt in {timeout_cycles} cycles")
 
     def cycle(self) -> int:
-        return int(self.dut.mem_stat_cycle.value)
+        return int(self.memory._port("stat_cycle").value)

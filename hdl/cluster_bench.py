@@ -1,0 +1,94 @@
+"""Simulation top: N NICs, each with its host memory, in a ring through an Ethernet switch and link models."""
+
+from amaranth import Instance, Module, ClockSignal, ResetSignal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from host_driver import regmap as rm
+from .axis import check_width
+from .csr import AxiLiteSignature
+from .eth_switch import EthernetSwitch
+from .host_bench import MEMORY_SOURCE, add_host_memory, memory_members
+from .link_model import LinkModel
+from .nic import nic_signature
+
+MAX_NODES = 16
+
+
+class ClusterBench(wiring.Component):
+    """``nodes`` × (``ainic_nic_w<W>`` + ``ainic_host_memory``), NIC i's ``m_axis_tx`` → uplink i →
+    switch port i → downlink i → NIC i's ``s_axis_rx``; every link is a :class:`LinkModel` with the
+    common ``link_latency`` and ``link_rate``, the switch forwards by ``n<i>_mac`` (static table).
+
+    Ports per node i: ``n<i>_s_axil`` (registers), ``n<i>_irq``, ``n<i>_mem_*`` (host memory model, backdoor
+    files ``hostmem<i>_load.hex`` / ``hostmem<i>_dump.hex`` in the working directory), ``n<i>_mac``,
+    ``n<i>_up_frames`` / ``n<i>_up_bytes`` (what NIC i sent). The NIC is instantiated from its exported
+    Verilog (one module, compiled once however many nodes), the fabric is Amaranth.
+    """
+
+    @staticmethod
+    def sim_sources(width):
+        from .export import export
+        return (MEMORY_SOURCE, export("nic", width))
+
+    def __init__(self, nodes: int, width: int = 512, addr_bits: int = 24, link_depth: int = 1024):
+        if not 2 <= nodes <= MAX_NODES:
+            self._MustUse__silence = True
+            raise ValueError(f"nodes must be in 2 .. {MAX_NODES}, got {nodes!r}")
+        self.nodes = nodes
+        self.width = check_width(width, self)
+        self.addr_bits = addr_bits
+        self.link_depth = link_depth
+        members = {"link_latency": In(16), "link_rate": In(16), "sw_unknown": Out(32)}
+        for i in range(nodes):
+            members[f"n{i}_s_axil"] = In(AxiLiteSignature((rm.SPAN - 1).bit_length()))
+            members[f"n{i}_irq"] = Out(1)
+            members[f"n{i}_mac"] = In(48)
+            members[f"n{i}_up_frames"] = Out(32)
+            members[f"n{i}_up_bytes"] = Out(48)
+            members.update(memory_members(f"n{i}_mem_"))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        N, W = self.nodes, self.width
+        m.submodules.switch = sw = EthernetSwitch(N, W)
+        m.d.comb += self.sw_unknown.eq(sw.stat_unknown)
+        sig = nic_signature(W)
+        for i in range(N):
+            nic = sig.create(path=(f"nic{i}",))
+            ports = {}
+            for path, member, value in sig.flatten(nic):
+                ports[("o_" if member.flow == Out else "i_") + "__".join(map(str, path))] = value
+            m.submodules[f"nic{i}"] = Instance(f"ainic_nic_w{W}", i_clk=ClockSignal(), i_rst=ResetSignal(), **ports)
+            wiring.connect(m, wiring.flipped(getattr(self, f"n{i}_s_axil")), nic.s_axil)
+            m.d.comb += getattr(self, f"n{i}_irq").eq(nic.irq)
+            add_host_memory(m, f"memory{i}", nic.m_axi, self, f"n{i}_mem_", W, self.addr_bits,
+                            f"hostmem{i}_load.hex", f"hostmem{i}_dump.hex")
+            m.submodules[f"up{i}"] = up = LinkModel(W, self.link_depth)
+            m.submodules[f"down{i}"] = down = LinkModel(W, self.link_depth)
+            for link in (up, down):
+                m.d.comb += [link.cfg_latency.eq(self.link_latency), link.cfg_rate.eq(self.link_rate)]
+            wiring.connect(m, nic.m_axis_tx, up.s_axis)
+            wiring.connect(m, up.m_axis, getattr(sw, f"s_axis_{i}"))
+            wiring.connect(m, getattr(sw, f"m_axis_{i}"), down.s_axis)
+            rx, d = nic.s_axis_rx, down.m_axis
+            m.d.comb += [rx.tdata.eq(d.tdata), rx.tkeep.eq(d.tkeep), rx.tlast.eq(d.tlast), rx.tuser.eq(0),
+                         rx.tvalid.eq(d.tvalid), d.tready.eq(rx.tready),
+                         sw.cfg_mac[i].eq(getattr(self, f"n{i}_mac")),
+                         getattr(self, f"n{i}_up_frames").eq(up.stat_frames),
+                         getattr(self, f"n{i}_up_bytes").eq(up.stat_bytes)]
+        return m
+
+
+class ClusterTop:
+    """A ``SIM_TOPS`` factory for an N-node cluster bench: ``ClusterTop(4)(width)``."""
+
+    def __init__(self, nodes: int):
+        self.nodes = nodes
+
+    def __call__(self, width: int):
+        return ClusterBench(self.nodes, width)
+
+    def sim_sources(self, width):
+        return ClusterBench.sim_sources(width)

@@ -1,0 +1,315 @@
+"""The on-NIC collective engine: a ring all-reduce driven by the RingSequencer's items (docs/collective_engine.md)."""
+
+import functools
+import operator
+
+from amaranth import C, Cat, Module, Mux, Signal
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .axis import AxiStreamSignature, check_width
+from .codec import CODEC_BITS
+from .compressor import Compressor
+from .decompressor import Decompressor
+from .dma_reader import DmaCommand
+from .reduction_unit import ReductionUnit
+from .ring_sequencer import KINDS, Item, PlanLayout, RingSequencer
+from .rx_item_check import FIELDS, RxCheckConfig, RxItemCheck
+from .rx_parser import META_BITS
+from .stream_fork import StreamFork
+from .tx_builder import TxMeta
+from .tx_header_gen import HeaderConfig, TxHeaderGen
+
+SEND, REDUCE, FINAL, FORWARD, LAST = (KINDS[k] for k in ("send", "reduce", "final", "forward", "last"))
+
+#: which stages take an item, by kind (the table in docs/collective_engine.md)
+STAGES = {
+    "read": (SEND, REDUCE, FINAL),          # DMA read command of the own packet, then the own-read router
+    "compress": (SEND, REDUCE, FINAL),      # compressor input: own data (send) or the reduction unit
+    "fork1": (SEND, REDUCE, FINAL),         # compressor output -> transmit, and -> D_out for final
+    "receive": (REDUCE, FINAL, FORWARD, LAST),
+    "transmit": (SEND, REDUCE, FINAL, FORWARD),
+    "host_out": (FINAL, FORWARD, LAST),     # D_out input mux, and the DMA write command
+}
+
+EngineConfig = data.StructLayout({
+    "plan": PlanLayout, "header": HeaderConfig, "prev_ip": 32, "src": 64, "dst": 64,
+})
+
+EngineStatus = data.StructLayout({
+    "read_resp": 2,         # worst AXI response of the own-data reads
+    "write_resp": 2,        # worst AXI response of the result writes
+    "mismatch": len(FIELDS),  # header fields that disagreed with the expected items (OR over the run)
+    "overflow": 1,          # an int32 sum saturated
+    "framing": 1,           # the reduction unit's operands disagreed in framing
+})
+
+
+class _ItemQueue:
+    """A stage's queue of items and its current one: ``item``/``have`` describe the packet being moved;
+    assert ``done`` in the cycle its last beat is taken, and the next item (if offered) is current in the
+    next cycle with no bubble. By default the next item comes straight from the queue; :meth:`follow`
+    takes it from elsewhere (a stream fed by the queue)."""
+
+    def __init__(self, m, name, depth, follow_fifo=True):
+        self.m = m
+        self.fifo = q = fifo.SyncFIFOBuffered(width=Item.size, depth=depth)
+        m.submodules[f"q_{name}"] = q
+        self.item = Signal(Item, name=f"{name}_item")
+        self.have = Signal(name=f"{name}_have")
+        self.done = Signal(name=f"{name}_done")
+        self.free = Signal(name=f"{name}_free")       # a next item may be taken this cycle
+        m.d.comb += self.free.eq(~self.have | self.done)
+        if follow_fifo:
+            m.d.comb += q.r_en.eq(self.follow(q.r_rdy, q.r_data))
+
+    def follow(self, valid, payload):
+        """Take the next item from (``valid``, ``payload``) when free; returns the take condition."""
+        m = self.m
+        take = Signal()
+        m.d.comb += take.eq(valid & self.free)
+        with m.If(take):
+            m.d.sync += [self.item.eq(payload), self.have.eq(1)]
+        with m.Elif(self.done):
+            m.d.sync += self.have.eq(0)
+        return take
+
+    @property
+    def idle(self):
+        return ~self.have & ~self.fifo.r_rdy
+
+    def kind_is(self, *kinds):
+        return self.have & _any(self.item.kind == k for k in kinds)
+
+
+def _any(values):
+    return functools.reduce(operator.or_, values)
+
+
+def _all(values):
+    return functools.reduce(operator.and_, values)
+
+
+def _pass(m, src, dst, valid, user=None):
+    """Connect stream ``src`` to ``dst`` while ``valid`` (a route that is open); returns the beat-taken signal."""
+    m.d.comb += [dst.tdata.eq(src.tdata), dst.tkeep.eq(src.tkeep), dst.tlast.eq(src.tlast),
+                 dst.tvalid.eq(src.tvalid & valid)]
+    if user is not None:
+        m.d.comb += dst.tuser.eq(user)
+    return dst.tvalid & dst.tready
+
+
+class CollectiveEngine(wiring.Component):
+    """Runs one ring all-reduce of ``cfg.plan`` from ``start`` until ``busy`` falls.
+
+    Reads its own tensor at ``cfg.src`` through ``rd_cmd``/``rd_data`` (one DMA command per packet),
+    receives the previous rank's packets as parsed by the RxParser (``rx_meta``, ``rx_payload``), sends its
+    own through the TxBuilder (``tx_meta``, ``tx_payload``) and writes the result to ``cfg.dst`` through
+    ``wr_cmd``/``wr_data``/``wr_status``. The result is ``host_driver.allreduce.allreduce`` bit for bit.
+
+    * Items from the :class:`RingSequencer` are queued (``queue_depth`` each) to the stages that have work
+      for them (:data:`STAGES`); every stage takes its items in the sequencer's order and switches its
+      stream mux only between packets, so the stages overlap by up to ``queue_depth`` packets and the
+      blocks run at one beat per cycle: DMA reads are issued ahead, the reduction unit's latency overlaps
+      the next packet, transmit and host write run concurrently.
+    * The received stream must hold the previous rank's packets in the order of its sequencer (the ring
+      and the work order guarantee it, docs/collective_engine.md); each header is checked against the
+      expected item (:class:`RxItemCheck`) and any disagreement is reported in ``status.mismatch``.
+    * ``busy`` falls once every item has passed every stage and every result write has been answered;
+      ``status`` then holds the worst DMA responses and the error flags of the run (cleared by ``start``).
+    """
+
+    def __init__(self, width: int = 512, queue_depth: int = 16):
+        self.width = check_width(width, self)
+        self.queue_depth = queue_depth
+        W = width
+        super().__init__({
+            "cfg": In(EngineConfig),
+            "start": In(1),
+            "busy": Out(1),
+            "status": Out(EngineStatus),
+            "rd_cmd": Out(stream.Signature(DmaCommand)),
+            "rd_data": In(AxiStreamSignature(W, user_width=2)),
+            "wr_cmd": Out(stream.Signature(DmaCommand)),
+            "wr_data": Out(AxiStreamSignature(W)),
+            "wr_status": In(stream.Signature(2)),
+            "rx_meta": In(AxiStreamSignature(META_BITS)),
+            "rx_payload": In(AxiStreamSignature(W)),
+            "tx_meta": Out(AxiStreamSignature(TxMeta.size)),
+            "tx_payload": Out(AxiStreamSignature(W)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W = self.width
+        cfg, st = self.cfg, self.status
+        codec = cfg.header.codec
+
+        m.submodules.seq = seq = RingSequencer()
+        m.submodules.comp = comp = Compressor(W)
+        m.submodules.d_rx = d_rx = Decompressor(W)
+        m.submodules.d_out = d_out = Decompressor(W)
+        m.submodules.ru = ru = ReductionUnit(W)
+        m.submodules.fork1 = fork1 = StreamFork(W)
+        m.submodules.fork2 = fork2 = StreamFork(W)
+        m.submodules.rx_check = rx_check = RxItemCheck()
+        m.submodules.tx_hdr = tx_hdr = TxHeaderGen()
+        m.d.comb += [
+            seq.plan.eq(cfg.plan), seq.start.eq(self.start),
+            comp.cfg_codec.eq(codec), d_rx.cfg_codec.eq(codec), d_out.cfg_codec.eq(codec),
+            ru.cfg_dtype.eq(cfg.header.dtype), ru.stat_clear.eq(self.start),
+            tx_hdr.cfg.eq(cfg.header), tx_hdr.start.eq(self.start),
+            rx_check.cfg.rank.eq(cfg.header.rank), rx_check.cfg.nodes.eq(cfg.header.nodes),
+            rx_check.cfg.codec.eq(cfg.header.codec), rx_check.cfg.dtype.eq(cfg.header.dtype),
+            rx_check.cfg.job.eq(cfg.header.job), rx_check.cfg.collective.eq(cfg.header.collective),
+            rx_check.cfg.prev_ip.eq(cfg.prev_ip), rx_check.start.eq(self.start),
+        ]
+
+        # -- items to the stages' queues ---------------------------------------------------------------------
+        depth = self.queue_depth
+        q = {name: _ItemQueue(m, name, depth, follow_fifo=name not in ("receive", "transmit")) for name in STAGES}
+        q["own"] = _ItemQueue(m, "own", depth)           # read commands issued, data not yet routed
+        it = seq.items.payload
+        need = {name: Signal(name=f"need_{name}") for name in STAGES}
+        for name, kinds in STAGES.items():
+            m.d.comb += need[name].eq(_any(it.kind == k for k in kinds))
+        all_room = Signal()
+        m.d.comb += all_room.eq(_all(~need[n] | q[n].fifo.w_rdy for n in STAGES))
+        m.d.comb += seq.items.ready.eq(all_room)
+        for name in STAGES:
+            m.d.comb += [q[name].fifo.w_data.eq(it), q[name].fifo.w_en.eq(seq.items.valid & all_room & need[name])]
+
+        def byte_addr(base, item):
+            return base + Cat(C(0, 2), item.offset)
+
+        # -- read: one DMA read per own packet, its item then waits in the own-read router's queue ----------
+        rdq, own = q["read"], q["own"]
+        m.d.comb += [
+            self.rd_cmd.valid.eq(rdq.have & own.fifo.w_rdy),
+            self.rd_cmd.payload.addr.eq(byte_addr(cfg.src, rdq.item)),
+            self.rd_cmd.payload.length.eq(Cat(C(0, 2), rdq.item.count)),
+            own.fifo.w_data.eq(rdq.item), own.fifo.w_en.eq(self.rd_cmd.valid & self.rd_cmd.ready),
+            rdq.done.eq(self.rd_cmd.valid & self.rd_cmd.ready),
+        ]
+        # own-read router: send -> compressor input mux; reduce/final -> reduction unit operand b
+        rd = self.rd_data
+        own_send = AxiStreamSignature(W).create(path=("own_send",))
+        t1 = _pass(m, rd, own_send, own.kind_is(SEND))
+        t2 = _pass(m, rd, ru.s_axis_b, own.kind_is(REDUCE, FINAL))
+        m.d.comb += [rd.tready.eq(Mux(own.kind_is(SEND), own_send.tready, ru.s_axis_b.tready) & own.have),
+                     own.done.eq((t1 | t2) & rd.tlast)]
+        read_resp = Signal(2)
+        with m.If(rd.tvalid & rd.tready & (rd.tuser > read_resp)):
+            m.d.sync += read_resp.eq(rd.tuser)
+
+        # -- compressor input: own data (send) or the reduction unit's sum (reduce, final) -----------------
+        cq = q["compress"]
+        c_in = comp.s_axis
+        is_send = cq.kind_is(SEND)
+        m.d.comb += [
+            c_in.tdata.eq(Mux(is_send, own_send.tdata, ru.m_axis.tdata)),
+            c_in.tkeep.eq(Mux(is_send, own_send.tkeep, ru.m_axis.tkeep)),
+            c_in.tlast.eq(Mux(is_send, own_send.tlast, ru.m_axis.tlast)),
+            c_in.tvalid.eq(cq.have & Mux(is_send, own_send.tvalid, ru.m_axis.tvalid)),
+            own_send.tready.eq(is_send & c_in.tready),
+            ru.m_axis.tready.eq(cq.kind_is(REDUCE, FINAL) & c_in.tready),
+            cq.done.eq(c_in.tvalid & c_in.tready & c_in.tlast),
+        ]
+
+        # -- fork 1: compressed packets -> transmit, and -> the host decompressor for final -----------------
+        f1 = q["fork1"]
+        t = _pass(m, comp.m_axis, fork1.s_axis, f1.have)
+        m.d.comb += [comp.m_axis.tready.eq(fork1.s_axis.tready & f1.have),
+                     fork1.enable_a.eq(1), fork1.enable_b.eq(f1.kind_is(FINAL)),
+                     f1.done.eq(t & comp.m_axis.tlast)]
+
+        # -- receive: headers checked against the items, payload routed --------------------------------------
+        rq = q["receive"]
+        m.d.comb += [
+            rx_check.items.valid.eq(rq.fifo.r_rdy), rx_check.items.payload.eq(rq.fifo.r_data),
+            rx_check.s_meta.tdata.eq(self.rx_meta.tdata), rx_check.s_meta.tkeep.eq(self.rx_meta.tkeep),
+            rx_check.s_meta.tlast.eq(self.rx_meta.tlast), rx_check.s_meta.tvalid.eq(self.rx_meta.tvalid),
+            self.rx_meta.tready.eq(rx_check.s_meta.tready),
+        ]
+        # the receive queue's current item is the checked one (RxItemCheck is combinational)
+        checked_take = rq.follow(rx_check.checked.valid, rx_check.checked.payload.item)
+        m.d.comb += [rx_check.checked.ready.eq(rq.free), rq.fifo.r_en.eq(rx_check.items.valid & rx_check.items.ready)]
+        mismatch = Signal(len(FIELDS))
+        with m.If(checked_take & (rx_check.checked.payload.mismatch != 0)):
+            m.d.sync += mismatch.eq(mismatch | rx_check.checked.payload.mismatch)
+        rx = self.rx_payload
+        t1 = _pass(m, rx, d_rx.s_axis, rq.kind_is(REDUCE, FINAL), user=rq.item.count)
+        t2 = _pass(m, rx, fork2.s_axis, rq.kind_is(FORWARD, LAST))
+        m.d.comb += [
+            rx.tready.eq(Mux(rq.kind_is(REDUCE, FINAL), d_rx.s_axis.tready, fork2.s_axis.tready) & rq.have),
+            rq.done.eq((t1 | t2) & rx.tlast),
+            fork2.enable_a.eq(rq.kind_is(FORWARD)), fork2.enable_b.eq(1),
+        ]
+        wiring.connect(m, d_rx.m_axis, ru.s_axis_a)
+
+        # -- transmit: header record + payload (fork 1 for own packets, fork 2 for forwarded ones) ----------
+        tq = q["transmit"]
+        m.d.comb += [
+            tx_hdr.items.valid.eq(tq.fifo.r_rdy & tq.free), tx_hdr.items.payload.eq(tq.fifo.r_data),
+            tq.fifo.r_en.eq(tq.follow(tq.fifo.r_rdy & tx_hdr.items.ready, tq.fifo.r_data)),
+        ]
+        wiring.connect(m, tx_hdr.m_meta, wiring.flipped(self.tx_meta))
+        tp = self.tx_payload
+        fwd = tq.kind_is(FORWARD)
+        a1, a2 = fork1.m_axis_a, fork2.m_axis_a
+        m.d.comb += [
+            tp.tdata.eq(Mux(fwd, a2.tdata, a1.tdata)), tp.tkeep.eq(Mux(fwd, a2.tkeep, a1.tkeep)),
+            tp.tlast.eq(Mux(fwd, a2.tlast, a1.tlast)),
+            tp.tvalid.eq(tq.have & Mux(fwd, a2.tvalid, a1.tvalid)),
+            a1.tready.eq(tq.kind_is(SEND, REDUCE, FINAL) & tp.tready),
+            a2.tready.eq(fwd & tp.tready),
+            tq.done.eq(tp.tvalid & tp.tready & tp.tlast),
+        ]
+
+        # -- host out: D_out (final: fork 1; forward, last: fork 2) -> DMA write ---------------------------
+        hq = q["host_out"]
+        b1, b2 = fork1.m_axis_b, fork2.m_axis_b
+        fin = hq.kind_is(FINAL)
+        d = d_out.s_axis
+        m.d.comb += [
+            d.tdata.eq(Mux(fin, b1.tdata, b2.tdata)), d.tkeep.eq(Mux(fin, b1.tkeep, b2.tkeep)),
+            d.tlast.eq(Mux(fin, b1.tlast, b2.tlast)), d.tuser.eq(hq.item.count),
+            d.tvalid.eq(hq.have & Mux(fin, b1.tvalid, b2.tvalid)),
+            b1.tready.eq(fin & d.tready), b2.tready.eq(hq.kind_is(FORWARD, LAST) & d.tready),
+        ]
+        # the write command goes out with the packet's first beat; the data follows through D_out
+        cmd_sent = Signal()
+        m.d.comb += [
+            self.wr_cmd.valid.eq(hq.have & ~cmd_sent),
+            self.wr_cmd.payload.addr.eq(byte_addr(cfg.dst, hq.item)),
+            self.wr_cmd.payload.length.eq(Cat(C(0, 2), hq.item.count)),
+            hq.done.eq(d.tvalid & d.tready & d.tlast & (cmd_sent | self.wr_cmd.ready)),
+        ]
+        with m.If(hq.done):
+            m.d.sync += cmd_sent.eq(0)
+        with m.Elif(self.wr_cmd.valid & self.wr_cmd.ready):
+            m.d.sync += cmd_sent.eq(1)
+        wiring.connect(m, d_out.m_axis, wiring.flipped(self.wr_data))
+        pending = Signal(32)
+        write_resp = Signal(2)
+        issued = self.wr_cmd.valid & self.wr_cmd.ready
+        answered = self.wr_status.valid
+        m.d.comb += self.wr_status.ready.eq(1)
+        m.d.sync += pending.eq(pending + issued - answered)
+        with m.If(answered & (self.wr_status.payload > write_resp)):
+            m.d.sync += write_resp.eq(self.wr_status.payload)
+
+        # -- run state ----------------------------------------------------------------------------------------
+        running = Signal()
+        all_idle = Signal()
+        m.d.comb += all_idle.eq(_all(q[n].idle for n in q))
+        with m.If(self.start):
+            m.d.sync += [running.eq(1), read_resp.eq(0), write_resp.eq(0), mismatch.eq(0)]
+        with m.Elif(running & ~seq.busy & all_idle & (pending == 0)):
+            m.d.sync += running.eq(0)
+        m.d.comb += [
+            self.busy.eq(running),
+            st.read_resp.eq(read_resp), st.write_resp.eq(write_resp), st.mismatch.eq(mismatch),
+            st.overflow.eq(ru.stat_overflow), st.framing.eq(ru.stat_framing),
+        ]
+        return m

@@ -1,0 +1,88 @@
+"""The cluster harness in a cocotb simulation: N NICs run one job (import only inside a cocotb test).
+
+A *job* is a dict (JSON on disk between the CLI process and the simulator process):
+``nodes, width, codec, dtype, packet, lag, elements, repeats, link_latency, link_rate, memory`` (the memory
+model's configuration, as ``HostMemory.configure`` takes it), ``inputs`` (an ``.npy`` of N×L 32-bit words)
+and ``outputs`` (where results and stats go). :func:`run_job` configures every NIC through its registers
+(identity, peer table, rings), loads each rank's tensor through the memory backdoor, posts one ALLREDUCE
+descriptor per NIC (``repeats`` of them back to back) and waits for every completion; the bulk data never
+leaves the HDL.
+"""
+
+import json
+
+import cocotb
+import numpy as np
+from cocotb.triggers import ClockCycles
+
+from . import allreduce as ar
+from . import protocol as proto
+from .cluster import rank_ip, rank_mac
+from .nic import Nic
+from .rtl import RtlBackend, reset_pulse
+
+ADDR_BITS = 24
+
+
+def link_rate_fixed(link_gbps: float, clock_mhz: float) -> int:
+    """Bytes per cycle in the link model's 8.8 fixed point."""
+    return round(link_gbps * 1e9 / 8 / (clock_mhz * 1e6) * 256)
+
+
+async def run_job(dut, job: dict) -> dict:
+    n, W = job["nodes"], job["width"]
+    x = np.load(job["inputs"])
+    L = x.shape[1]
+    nics = [Nic(RtlBackend(dut, W, ADDR_BITS, prefix=f"n{r}_", files=f"hostmem{r}"), sq_entries=8, cq_entries=8)
+            for r in range(n)]
+    for r, nic in enumerate(nics):
+        await nic.backend.reset(pulse=False, **job.get("memory", {}))
+        getattr(dut, f"n{r}_mac").value = proto.mac_int(rank_mac(r))
+    dut.link_latency.value = job["link_latency"]
+    dut.link_rate.value = job["link_rate"]
+    await reset_pulse(dut)
+    peers = [(proto.mac_int(rank_mac(r)), proto.ip_int(rank_ip(r))) for r in range(n)]
+    bufs = []
+    for r, nic in enumerate(nics):
+        await nic.start(rank=r, world_size=n, packet_elems=job["packet"], lag=job["lag"], job_id=job.get("job_id", 0),
+                        local_mac=peers[r][0], local_ip=peers[r][1], peers=peers)
+        src, dst = nic.alloc(4 * L, align=W // 8), nic.alloc(4 * L, align=W // 8)
+        await nic.write(src, x[r])
+        bufs.append((src, dst))
+    start_frames = [int(getattr(dut, f"n{r}_up_frames").value) for r in range(n)]
+    start_bytes = [int(getattr(dut, f"n{r}_up_bytes").value) for r in range(n)]
+
+    plan = ar.Plan(n, L, job["packet"])
+    bound = ar.ring_bound_cycles(n, L, job["link_rate"] / 256, job["codec"], job["packet"])
+    timeout = int(50 * bound + 200 * L // job["packet"] + 100_000)
+    completions = [[] for _ in range(n)]
+    t0 = nics[0].backend.cycle()
+
+    async def node(r):
+        nic, (src, dst) = nics[r], bufs[r]
+        for i in range(job.get("repeats", 1)):
+            c = await nic.wait(await nic.submit("allreduce", src=src, dst=dst, count=L, dtype=job["dtype"],
+                                                codec=job["codec"], collective=i), timeout_cycles=timeout)
+            completions[r].append(c)
+
+    tasks = [cocotb.start_soon(node(r)) for r in range(n)]
+    for t in tasks:
+        await t
+    wall = nics[0].backend.cycle() - t0
+    await ClockCycles(dut.clk, 2)
+    want = np.int32 if job["dtype"] == "int32" else np.float32
+    results = np.stack([await nics[r].read(bufs[r][1], L, want) for r in range(n)])
+    np.save(job["outputs"] + ".results.npy", results)
+    stats = {
+        "completions": [[c.__dict__ | {"status_name": c.status_name} for c in cs] for cs in completions],
+        "cycles": [[c.cycles for c in cs] for cs in completions],
+        "wall_cycles": wall,
+        "frames_per_link": [int(getattr(dut, f"n{r}_up_frames").value) - start_frames[r] for r in range(n)],
+        "bytes_per_link": [int(getattr(dut, f"n{r}_up_bytes").value) - start_bytes[r] for r in range(n)],
+        "switch_unknown": int(dut.sw_unknown.value),
+        "memory_violations": [nics[r].backend.memory.stats()["stat_violations"] for r in range(n)],
+        "chunk_elems": plan.chunk_elems,
+    }
+    with open(job["outputs"] + ".stats.json", "w") as fh:
+        json.dump(stats, fh)
+    return stats

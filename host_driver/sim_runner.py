@@ -1,0 +1,100 @@
+"""Build-and-run plumbing shared by every RTL test and the CLI: export, compile once per configuration, run cocotb.
+
+A build directory is kept per (simulator, module), i.e. per configuration; Icarus and Verilator only
+rebuild when the exported Verilog changed. Builds are serialised per configuration with a file lock so
+pytest-xdist workers never compile the same thing twice at once.
+"""
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from cocotb_tools.check_results import get_results
+from cocotb_tools.runner import get_runner
+
+from hdl.export import BUILD, export, file_lock
+from hdl.tops import module_name
+from .toolchain import SIMULATORS, apply_sim_env
+
+ROOT = Path(__file__).resolve().parent.parent
+HERE = ROOT / "cocotb_tests"          # the cocotb test modules
+TIMESCALE = ("1ns", "1ps")
+# cocotb's runner hands the simulator this process's sys.path as PYTHONPATH
+for _p in (str(ROOT), str(HERE)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+
+def selected_sims():
+    """Simulators to run: ``AINIC_SIM`` (icarus, verilator or all; default all)."""
+    want = os.environ.get("AINIC_SIM", "all")
+    if want == "all":
+        return list(SIMULATORS)
+    if want not in SIMULATORS:
+        raise ValueError(f"AINIC_SIM must be one of {SIMULATORS} or 'all', got {want!r}")
+    return [want]
+
+
+def build(sim: str, top: str, width: int):
+    apply_sim_env()
+    from hdl.tops import SIM_TOPS
+    extra = SIM_TOPS[top].sim_sources(width) if top in SIM_TOPS else ()
+    sources = [*extra, export(top, width)]
+    name = module_name(top, width)
+    build_dir = BUILD / "sim" / sim / name
+    runner = get_runner(sim)
+    build_args = []
+    if sim == "icarus":
+        # Yosys marks every `always @*` with a `reg ... = 0` whose change at time 0 makes the block run once;
+        # under -g2012 Icarus initialises such regs before time 0 without an event, so blocks whose inputs
+        # never change (constant configuration) would hold X forever. Verilog-2005 semantics keep the event.
+        build_args = ["-g2005"]
+    if sim == "verilator":
+        # The exported Verilog is lint-clean under -Wall (see tests/test_verilog.py); the cocotb build
+        # itself only needs the warnings that matter for simulation.
+        build_args = ["-Wno-fatal", "-O3", "--x-assign", "fast", "--x-initial", "fast"]
+    with file_lock(f"build-{sim}-{name}"):
+        # the simulators rebuild when sources change, not when flags do: start over if the flags changed
+        stamp = build_dir / "build_args.txt"
+        if stamp.exists() and stamp.read_text() != repr(build_args):
+            shutil.rmtree(build_dir)
+        build_dir.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(repr(build_args))
+        runner.build(sources=sources, hdl_toplevel=name, build_dir=build_dir, timescale=TIMESCALE,
+                     build_args=build_args, log_file=build_dir / "build.log")
+    return runner, build_dir, name
+
+
+def run(sim: str, top: str, width: int, module: str, testcase=None, env=None, seed=None, tag="test"):
+    """Run the cocotb tests of ``module`` against one top; fail (assert) if any cocotb test failed."""
+    runner, build_dir, name = build(sim, top, width)
+    test_dir = build_dir / f"run-{module}-{tag}-{os.getpid()}"
+    extra_env = {
+        "AINIC_WIDTH": str(width),
+        "AINIC_SIM_NAME": sim,
+        "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO"),
+        **(env or {}),
+    }
+    xml = test_dir / "results.xml"
+    try:
+        runner.test(test_module=module, hdl_toplevel=name, build_dir=build_dir, test_dir=test_dir,
+                    testcase=testcase, extra_env=extra_env, seed=seed, timescale=TIMESCALE,
+                    results_xml=str(xml), log_file=test_dir / "sim.log")
+    except SystemExit:
+        pass                        # the runner exits on a failed test; the results file says which
+    log = (test_dir / "sim.log").read_text(errors="replace") if (test_dir / "sim.log").exists() else ""
+    assert xml.exists(), f"simulation of {module} on {sim} ended abnormally:\n{_failures(log)}"
+    num_tests, num_failed = get_results(xml)
+    assert num_tests > 0, f"no cocotb test ran in {module} on {sim}:\n{log[-4000:]}"
+    assert num_failed == 0, f"{num_failed}/{num_tests} cocotb tests failed in {module} on {sim} " \
+                            f"(log: {test_dir / 'sim.log'}):\n{_failures(log)}"
+    return test_dir
+
+
+def _failures(log: str) -> str:
+    """The part of a cocotb log worth reading: from the first failure or error on, plus the seed."""
+    lines = [ln for ln in log.splitlines() if "DeprecationWarning" not in ln and "setimmediatevalue" not in ln]
+    seed = next((ln.strip() for ln in lines if "Seeding Python random module" in ln or "RANDOM_SEED" in ln), "")
+    start = next((i for i, ln in enumerate(lines) if " failed" in ln or "Error" in ln or "FAIL" in ln), 0)
+    return "\n".join([seed, *lines[max(start - 5, 0):start + 60]])
