@@ -92,3 +92,6 @@ class ClusterTop:
 
     def sim_sources(self, width):
         return ClusterBench.sim_sources(width)
+
+    def hier_blocks(self, width):
+        return (f"ainic_nic_w{width}",)

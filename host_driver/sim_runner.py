@@ -54,6 +54,12 @@ def build(sim: str, top: str, width: int):
         # The exported Verilog is lint-clean under -Wall (see tests/test_verilog.py); the cocotb build
         # itself only needs the warnings that matter for simulation.
         build_args = ["-Wno-fatal", "-O3", "--x-assign", "fast", "--x-initial", "fast"]
+        hier = getattr(SIM_TOPS.get(top), "hier_blocks", None)
+        if hier:
+            # blocks instantiated many times (the NICs of a cluster) are verilated and compiled once
+            config = BUILD / "verilog" / f"{module_name(top, width)}_hier.vlt"
+            config.write_text("`verilator_config\n" + "".join(f'hier_block -module "{b}"\n' for b in hier(width)))
+            build_args += ["--hierarchical", str(config)]
     with file_lock(f"build-{sim}-{name}"):
         # the simulators rebuild when sources change, not when flags do: start over if the flags changed
         stamp = build_dir / "build_args.txt"

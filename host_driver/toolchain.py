@@ -42,6 +42,9 @@ def sim_env(base=None) -> dict:
     # variable set in MAKEFLAGS counts as a command-line override of the makefile's own assignment.
     if "CFG_CXXFLAGS_PCH_I" not in env.get("MAKEFLAGS", ""):
         env["MAKEFLAGS"] = (env.get("MAKEFLAGS", "") + " CFG_CXXFLAGS_PCH_I=-include").strip()
+    # compile the generated C++ on every core (the runner calls make once per build)
+    if not any(f.startswith("-j") for f in env["MAKEFLAGS"].split()):
+        env["MAKEFLAGS"] += f" -j{os.cpu_count() or 1}"
     return env
 
 
