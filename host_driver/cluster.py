@@ -2,11 +2,17 @@
 
 Backends: ``"model"`` runs the golden model (host_driver/allreduce.py) and derives the traffic from the exact
 packets the ring sends; it has no notion of time, so ``cycles`` and ``efficiency`` are None there.
-``"verilator"`` / ``"icarus"`` will run the cluster harness in RTL once the collective engine exists
-(issue 5); until then they raise NotImplementedError.
+``"verilator"`` / ``"icarus"`` run the cluster harness (``hdl/cluster_bench.py``: N NICs with their host
+memories, links and a switch) in that simulator: the build is cached per (simulator, N, W), the job runs in a
+simulator process (``cocotb_tests/cluster_job.py`` → ``host_driver/cluster_rtl.py``) and hands back the
+result tensors, the completions and the link counters; ``cycles`` is the slowest rank's completion time.
 """
 
+import json
+import os
+import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -43,6 +49,12 @@ class ClusterStats:
     cycles: int = None
     efficiency: float = None
     backend: str = "model"
+    width: int = 512
+    link_latency: int = 0            # cycles per link (NIC -> switch and switch -> NIC: two per hop)
+    nic_cycles: list = field(default_factory=list)          # each rank's completion `cycles`
+    nic_packets_sent: list = field(default_factory=list)    # each rank's completion `packets_sent`
+    sim_seconds: float = None        # wall time of the simulation (build excluded)
+    traffic_matches_model: bool = None   # the RTL links carried the model's frame and byte counts
 
     @property
     def link_bytes_per_cycle(self) -> float:
@@ -70,7 +82,8 @@ class Cluster:
 
     def __init__(self, nodes: int, backend: str = "model", width: int = 512, codec: str = "none",
                  dtype: str = "fp32", packet: int = 256, link_gbps: float = 80.0, clock_mhz: float = 250.0,
-                 lag: int = 8):
+                 lag: int = 8, link_latency: int = 125, memory: dict = None, waves: bool = False,
+                 workdir=None):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= 16:
@@ -87,10 +100,15 @@ class Cluster:
             raise ValueError(f"lag must be an int in 1 .. 255, got {lag!r}")
         if not link_gbps > 0 or not clock_mhz > 0:
             raise ValueError("link_gbps and clock_mhz must be positive")
-        if backend != "model":
-            raise NotImplementedError(f"backend {backend!r}: the RTL collective engine and cluster harness are "
-                                      "not built yet (issue 5); use backend='model'")
+        if width not in (64, 128, 256, 512):
+            raise ValueError(f"width must be one of 64, 128, 256, 512 bits, got {width!r}")
+        if isinstance(link_latency, bool) or not isinstance(link_latency, int) or not 0 <= link_latency <= 60000:
+            raise ValueError(f"link_latency must be an int in 0 .. 60000 cycles, got {link_latency!r}")
+        if backend != "model" and nodes < 2:
+            raise ValueError("the RTL cluster needs at least 2 nodes (1 node is a copy: use backend='model')")
         self.nodes, self.backend, self.width = nodes, backend, width
+        self.link_latency, self.memory, self.waves = link_latency, dict(memory or {}), waves
+        self.workdir = Path(workdir) if workdir else None
         self.codec, self.dtype, self.packet = codec, dtype, packet
         self.link_gbps, self.clock_mhz = link_gbps, clock_mhz
         self.lag = lag
@@ -128,6 +146,8 @@ class Cluster:
 
     def allreduce(self, arrays):
         x = self._inputs(arrays)
+        if self.backend != "model":
+            return self._allreduce_rtl(x)
         results = ar.allreduce(x, self.codec, self.dtype, self.packet)
         n = self.nodes
         plan, sends = ar.ring_traffic(x, self.codec, self.dtype, self.packet)
@@ -141,4 +161,47 @@ class Cluster:
                              backend=self.backend, raw_bytes_per_link=raw)
         stats.bound_cycles = ar.ring_bound_cycles(n, plan.elements, stats.link_bytes_per_cycle, self.codec,
                                                   self.packet, HEADER + WIRE_EXTRA)
+        return results, stats
+
+    def _stats_base(self, x):
+        """Stats with everything the model knows (traffic from the exact packets, the ring bound)."""
+        _, stats = Cluster(self.nodes, "model", self.width, self.codec, self.dtype, self.packet, self.link_gbps,
+                           self.clock_mhz, self.lag).allreduce(x)
+        stats.backend, stats.width, stats.link_latency = self.backend, self.width, self.link_latency
+        return stats
+
+    def _allreduce_rtl(self, x):
+        from . import sim_runner
+        from .cluster_rtl import link_rate_fixed
+        from hdl.export import BUILD
+        n, L = self.nodes, len(x[0])
+        work = self.workdir or BUILD / "jobs" / f"{self.backend}-n{n}-w{self.width}-{os.getpid()}"
+        work.mkdir(parents=True, exist_ok=True)
+        inputs = np.stack([a.view(np.uint32) for a in x])
+        np.save(work / "inputs.npy", inputs.view(np.float32 if self.dtype == "fp32" else np.int32))
+        job = {"nodes": n, "width": self.width, "codec": self.codec, "dtype": self.dtype, "packet": self.packet,
+               "lag": self.lag, "elements": L, "link_latency": self.link_latency,
+               "link_rate": link_rate_fixed(self.link_gbps, self.clock_mhz), "memory": self.memory,
+               "inputs": str(work / "inputs.npy"), "outputs": str(work / "out")}
+        (work / "job.json").write_text(json.dumps(job))
+        sim_runner.build(self.backend, f"cluster_n{n}", self.width, self.waves)
+        t = time.time()
+        sim_runner.run(self.backend, f"cluster_n{n}", self.width, "cluster_job",
+                       env={"AINIC_JOB": str(work / "job.json")}, tag="job", waves=self.waves)
+        elapsed = time.time() - t
+        results = np.load(work / "out.results.npy")
+        raw = json.loads((work / "out.stats.json").read_text())
+        stats = self._stats_base(x)
+        stats.nic_cycles = [c[-1] for c in raw["cycles"]]
+        stats.nic_packets_sent = [c[-1]["packets_sent"] for c in raw["completions"]]
+        stats.cycles = max(stats.nic_cycles)
+        stats.efficiency = stats.bound_cycles / stats.cycles
+        stats.sim_seconds = elapsed
+        # what the links carried, measured in the fabric (it must equal what the model derives)
+        stats.traffic_matches_model = (raw["frames_per_link"] == stats.frames_per_link
+                                       and raw["bytes_per_link"] == stats.frame_bytes_per_link
+                                       and stats.nic_packets_sent == stats.frames_per_link)
+        stats.frames_per_link = raw["frames_per_link"]
+        stats.frame_bytes_per_link = raw["bytes_per_link"]
+        stats.payload_bytes_per_link = [b - HEADER * f for b, f in zip(raw["bytes_per_link"], raw["frames_per_link"])]
         return results, stats

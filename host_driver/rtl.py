@@ -1,6 +1,6 @@
 """The RTL backend: the host interface in a cocotb simulation (top ``ainic_host_bench_w<W>``).
 
-Registers go through cocotbext-axi's AXI4-Lite master; host memory is the HDL model
+Registers go through a small AXI4-Lite driver (:class:`AxiLiteDriver`); host memory is the HDL model
 ``hdl/sim/ainic_host_memory.v``, loaded and unloaded in bulk through its ``$readmemh``/``$writememh``
 backdoor (no Python per beat). Import this module only inside a cocotb test.
 """
@@ -11,8 +11,7 @@ from pathlib import Path
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, First, RisingEdge
-from cocotbext.axi import AxiLiteBus, AxiLiteMaster
+from cocotb.triggers import ClockCycles, First, Lock, RisingEdge, Timer
 
 from hdl.host_bench import MEMORY_CONFIG, MEMORY_STATS
 
@@ -106,6 +105,58 @@ class HostMemory:
         return {k: int(self._port(k).value) for k in MEMORY_STATS}
 
 
+class AxiLiteDriver:
+    """A minimal AXI4-Lite master that runs Python only while a transaction is in flight.
+
+    cocotbext-axi's AxiLiteMaster keeps a coroutine per channel awake on every clock edge, idle or not:
+    with several NICs in one simulation that is Python per cycle and costs two orders of magnitude of
+    simulation speed. Register traffic is rare; this driver wakes up only for it.
+    """
+
+    def __init__(self, dut, prefix: str):
+        self.clk = dut.clk
+        self.p = {name: getattr(dut, f"{prefix}__{name}") for name in (
+            "awaddr", "awprot", "awvalid", "awready", "wdata", "wstrb", "wvalid", "wready", "bresp", "bvalid",
+            "bready", "araddr", "arprot", "arvalid", "arready", "rdata", "rresp", "rvalid", "rready")}
+        for name in ("awvalid", "wvalid", "bready", "arvalid", "rready", "awprot", "arprot"):
+            self.p[name].value = 0
+        self.lock = Lock()
+
+    async def write(self, addr: int, value: int) -> int:
+        """One write; returns BRESP. Values are sampled at the rising edge, where the handshakes happen."""
+        p = self.p
+        async with self.lock:
+            p["awaddr"].value, p["awvalid"].value = addr, 1
+            p["wdata"].value, p["wstrb"].value, p["wvalid"].value = value, 0xF, 1
+            p["bready"].value = 1
+            aw = w = b = False
+            while not (aw and w and b):
+                await RisingEdge(self.clk)
+                if not aw and p["awready"].value:
+                    aw, p["awvalid"].value = True, 0
+                if not w and p["wready"].value:
+                    w, p["wvalid"].value = True, 0
+                if aw and w and not b and p["bvalid"].value:
+                    b, resp = True, int(p["bresp"].value)
+            p["bready"].value = 0
+            return resp
+
+    async def read(self, addr: int) -> int:
+        p = self.p
+        async with self.lock:
+            p["araddr"].value, p["arvalid"].value, p["rready"].value = addr, 1, 1
+            ar = False
+            while True:
+                await RisingEdge(self.clk)
+                if not ar and p["arready"].value:
+                    ar, p["arvalid"].value = True, 0
+                if ar and p["rvalid"].value:
+                    data = int(p["rdata"].value)
+                    break
+            p["rready"].value = 0
+            return data
+
+
 class RtlBackend:
     """Registers through AXI4-Lite, host memory through the backdoor, the interrupt from ``irq``.
 
@@ -119,8 +170,7 @@ class RtlBackend:
                                  dump_file=f"{files}_dump.hex")
         self.mem_size = self.memory.size
         self.irq = getattr(dut, f"{prefix}irq")
-        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, f"{prefix}s_axil", bus_separator="__"), dut.clk,
-                                  dut.rst)
+        self.axil = AxiLiteDriver(dut, f"{prefix}s_axil")
 
     async def reset(self, pulse: bool = True, **memory_config) -> None:
         """Configure the memory model; start the clock (once per test) and, with ``pulse``, reset the bench."""
@@ -132,10 +182,10 @@ class RtlBackend:
             await reset_pulse(self.dut)
 
     async def read_reg(self, offset: int) -> int:
-        return int.from_bytes((await self.axil.read(offset, 4)).data, "little")
+        return await self.axil.read(offset)
 
     async def write_reg(self, offset: int, value: int) -> None:
-        await self.axil.write(offset, int(value).to_bytes(4, "little"))
+        await self.axil.write(offset, int(value))
 
     async def mem_write(self, addr: int, data: bytes) -> None:
         await self.memory.write(addr, data)
@@ -146,7 +196,8 @@ class RtlBackend:
     async def wait_irq(self, timeout_cycles: int) -> None:
         if self.irq.value == 1:
             return
-        timeout = ClockCycles(self.dut.clk, timeout_cycles)
+        # a Timer is one simulator callback; ClockCycles would run Python on every clock edge
+        timeout = Timer(timeout_cycles * CLOCK_NS, unit="ns")
         if await First(RisingEdge(self.irq), timeout) is timeout:
             raise TimeoutError(f"no interrupt in {timeout_cycles} cycles")
 

@@ -36,13 +36,13 @@ def selected_sims():
     return [want]
 
 
-def build(sim: str, top: str, width: int):
+def build(sim: str, top: str, width: int, waves: bool = False):
     apply_sim_env()
     from hdl.tops import SIM_TOPS
     extra = SIM_TOPS[top].sim_sources(width) if top in SIM_TOPS else ()
     sources = [*extra, export(top, width)]
     name = module_name(top, width)
-    build_dir = BUILD / "sim" / sim / name
+    build_dir = BUILD / "sim" / sim / (name + ("-waves" if waves else ""))
     runner = get_runner(sim)
     build_args = []
     if sim == "icarus":
@@ -68,13 +68,15 @@ def build(sim: str, top: str, width: int):
         build_dir.mkdir(parents=True, exist_ok=True)
         stamp.write_text(repr(build_args))
         runner.build(sources=sources, hdl_toplevel=name, build_dir=build_dir, timescale=TIMESCALE,
-                     build_args=build_args, log_file=build_dir / "build.log")
+                     build_args=build_args, log_file=build_dir / "build.log", waves=waves)
     return runner, build_dir, name
 
 
-def run(sim: str, top: str, width: int, module: str, testcase=None, env=None, seed=None, tag="test"):
-    """Run the cocotb tests of ``module`` against one top; fail (assert) if any cocotb test failed."""
-    runner, build_dir, name = build(sim, top, width)
+def run(sim: str, top: str, width: int, module: str, testcase=None, env=None, seed=None, tag="test",
+        waves: bool = False):
+    """Run the cocotb tests of ``module`` against one top; fail (assert) if any cocotb test failed. With
+    ``waves``, the simulator records a trace (FST for Verilator, in the run directory)."""
+    runner, build_dir, name = build(sim, top, width, waves)
     test_dir = build_dir / f"run-{module}-{tag}-{os.getpid()}"
     extra_env = {
         "AINIC_WIDTH": str(width),
@@ -85,7 +87,7 @@ def run(sim: str, top: str, width: int, module: str, testcase=None, env=None, se
     xml = test_dir / "results.xml"
     try:
         runner.test(test_module=module, hdl_toplevel=name, build_dir=build_dir, test_dir=test_dir,
-                    testcase=testcase, extra_env=extra_env, seed=seed, timescale=TIMESCALE,
+                    testcase=testcase, extra_env=extra_env, seed=seed, timescale=TIMESCALE, waves=waves,
                     results_xml=str(xml), log_file=test_dir / "sim.log")
     except SystemExit:
         pass                        # the runner exits on a failed test; the results file says which
