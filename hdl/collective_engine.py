@@ -76,7 +76,8 @@ class _ItemQueue:
 
     @property
     def idle(self):
-        return ~self.have & ~self.fifo.r_rdy
+        # `level`, not `r_rdy`: a buffered FIFO shows a new entry on r_rdy a cycle or two after the write
+        return ~self.have & (self.fifo.level == 0)
 
     def kind_is(self, *kinds):
         return self.have & _any(self.item.kind == k for k in kinds)

@@ -83,7 +83,7 @@ class Cluster:
     def __init__(self, nodes: int, backend: str = "model", width: int = 512, codec: str = "none",
                  dtype: str = "fp32", packet: int = 256, link_gbps: float = 80.0, clock_mhz: float = 250.0,
                  lag: int = 8, link_latency: int = 125, memory: dict = None, waves: bool = False,
-                 workdir=None):
+                 workdir=None, bench_nodes: int = None):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= 16:
@@ -109,6 +109,9 @@ class Cluster:
         self.nodes, self.backend, self.width = nodes, backend, width
         self.link_latency, self.memory, self.waves = link_latency, dict(memory or {}), waves
         self.workdir = Path(workdir) if workdir else None
+        self.bench_nodes = bench_nodes or nodes        # a larger bench may run a smaller job (one build)
+        if not nodes <= self.bench_nodes <= 16:
+            raise ValueError(f"bench_nodes must be in {nodes} .. 16, got {bench_nodes!r}")
         self.codec, self.dtype, self.packet = codec, dtype, packet
         self.link_gbps, self.clock_mhz = link_gbps, clock_mhz
         self.lag = lag
@@ -184,9 +187,10 @@ class Cluster:
                "link_rate": link_rate_fixed(self.link_gbps, self.clock_mhz), "memory": self.memory,
                "inputs": str(work / "inputs.npy"), "outputs": str(work / "out")}
         (work / "job.json").write_text(json.dumps(job))
-        sim_runner.build(self.backend, f"cluster_n{n}", self.width, self.waves)
+        top = f"cluster_n{self.bench_nodes}"
+        sim_runner.build(self.backend, top, self.width, self.waves)
         t = time.time()
-        sim_runner.run(self.backend, f"cluster_n{n}", self.width, "cluster_job",
+        sim_runner.run(self.backend, top, self.width, "cluster_job",
                        env={"AINIC_JOB": str(work / "job.json")}, tag="job", waves=self.waves)
         elapsed = time.time() - t
         results = np.load(work / "out.results.npy")

@@ -29,15 +29,26 @@ def link_rate_fixed(link_gbps: float, clock_mhz: float) -> int:
     return round(link_gbps * 1e9 / 8 / (clock_mhz * 1e6) * 256)
 
 
+def bench_nodes(dut) -> int:
+    """How many NICs the bench has (a job may use the first ``nodes`` of them)."""
+    n = 0
+    while hasattr(dut, f"n{n}_irq"):
+        n += 1
+    return n
+
+
 async def run_job(dut, job: dict) -> dict:
     n, W = job["nodes"], job["width"]
     x = np.load(job["inputs"])
     L = x.shape[1]
     nics = [Nic(RtlBackend(dut, W, ADDR_BITS, prefix=f"n{r}_", files=f"hostmem{r}"), sq_entries=8, cq_entries=8)
-            for r in range(n)]
-    for r, nic in enumerate(nics):
+            for r in range(bench_nodes(dut))]
+    if n > len(nics):
+        raise ValueError(f"a {n}-node job on a {len(nics)}-node bench")
+    for r, nic in enumerate(nics):         # the NICs beyond the job's stay disabled
         await nic.backend.reset(pulse=False, **job.get("memory", {}))
         getattr(dut, f"n{r}_mac").value = proto.mac_int(rank_mac(r))
+    nics = nics[:n]
     dut.link_latency.value = job["link_latency"]
     dut.link_rate.value = job["link_rate"]
     await reset_pulse(dut)
@@ -82,6 +93,7 @@ async def run_job(dut, job: dict) -> dict:
         "switch_unknown": int(dut.sw_unknown.value),
         "memory_violations": [nics[r].backend.memory.stats()["stat_violations"] for r in range(n)],
         "chunk_elems": plan.chunk_elems,
+        "warnings": [sorted(nic.warnings) for nic in nics],
     }
     with open(job["outputs"] + ".stats.json", "w") as fh:
         json.dump(stats, fh)

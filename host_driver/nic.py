@@ -23,6 +23,8 @@ from . import regmap as rm
 IRQ_COMPLETION = rm.field_masks("IRQ_STATUS")["completion"]
 IRQ_ERROR = rm.field_masks("IRQ_STATUS")["error"]
 ERR_COMPLETION_WRITE = rm.field_masks("ERROR_STATUS")["completion_write"]
+#: ERROR_STATUS bits that report on a result rather than a failure: collected in ``Nic.warnings``
+ERR_WARNINGS = rm.field_masks("ERROR_STATUS")["int32_overflow"]
 DEFAULT_TIMEOUT_CYCLES = 2_000_000
 
 
@@ -86,6 +88,7 @@ class Nic:
         self.outstanding = {}          # index -> None, in submission order
         self.done = {}
         self.packet_elems = None
+        self.warnings = set()          # ERROR_STATUS warnings seen (int32_overflow)
 
     # -- registers ---------------------------------------------------------------------------------------
     async def read_reg(self, name: str, index: int = 0) -> int:
@@ -237,6 +240,11 @@ class Nic:
             await self.write_reg("IRQ_STATUS", status)
             if status & IRQ_ERROR:
                 err = await self.read_reg("ERROR_STATUS")
+                if err & ERR_WARNINGS:
+                    # an int32 sum saturated: the result is the defined saturating one (docs/allreduce.md)
+                    await self.write_reg("ERROR_STATUS", err & ERR_WARNINGS)
+                    self.warnings.update(n for n, mk in rm.field_masks("ERROR_STATUS").items() if err & mk & ERR_WARNINGS)
+                    err &= ~ERR_WARNINGS
                 if err & ~ERR_COMPLETION_WRITE:
                     await self.write_reg("ERROR_STATUS", err)
                     raise NicError(err)

@@ -159,12 +159,13 @@ def test_link_latency_and_rate(rng):
 
 
 @pytest.mark.parametrize("n, length, p, lag", [(2, 100, 16, 1), (3, 1000, 16, 2), (4, 100, 256, 1),
-                                              (5, 5000, 64, 3), (8, 777, 16, 4)])
+                                              (5, 5000, 64, 3), (8, 777, 16, 4), (8, 5, 64, 4),
+                                              (3, 100, 64, 2)])
 def test_ring_sequencer_matches_schedule(n, length, p, lag):
     from host_driver import allreduce as ar
     from hdl.ring_sequencer import KINDS, RingSequencer, plan_fields
     plan = ar.Plan(n, length, p)
-    for rank in sorted({0, n - 1, n // 2}):
+    for rank in sorted({0, n - 1, n // 2, n - 2}):
         want = []
         for ph, k, c, kind in ar.rank_schedule(rank, plan, lag):
             s = plan.chunk(c)
