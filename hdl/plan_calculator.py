@@ -25,17 +25,17 @@ class SerialDivider(wiring.Component):
         step = Signal(range(w + 1))
         rem = Signal(w + 1)
         quo = Signal(w)
-        div = Signal(w)
+        divisor = Signal(w)
         m.d.comb += [self.quotient.eq(quo), self.remainder.eq(rem[:w]), self.busy.eq(step != 0)]
         m.d.sync += self.done.eq(0)
         with m.If(self.start & (step == 0)):
-            m.d.sync += [step.eq(w), rem.eq(0), quo.eq(self.dividend), div.eq(self.divisor)]
+            m.d.sync += [step.eq(w), rem.eq(0), quo.eq(self.dividend), divisor.eq(self.divisor)]
         with m.Elif(step != 0):
             shifted = Signal(w + 1)
             m.d.comb += shifted.eq((rem << 1) | quo[w - 1])
-            fits = shifted >= div
+            fits = shifted >= divisor
             m.d.sync += [
-                rem.eq(Mux(fits, shifted - div, shifted)),
+                rem.eq(Mux(fits, shifted - divisor, shifted)),
                 quo.eq((quo << 1) | fits),
                 step.eq(step - 1),
             ]

@@ -15,9 +15,10 @@ _SYNTH = ("read_verilog {src}; synth_xilinx -flatten -top {top} -run :coarse; "
           "synth_xilinx -flatten -top {top} -run map_memory:; tee -o {stat} stat")
 
 
-def lint(source: Path) -> str:
-    """``verilator --lint-only -Wall`` with the justified waivers; returns the diagnostics ('' if clean)."""
-    res = subprocess.run([require("verilator"), "--lint-only", "-Wall", str(WAIVERS), str(source)],
+def lint(source: Path, *extra: str) -> str:
+    """``verilator --lint-only -Wall`` with the justified waivers (``extra``: more arguments, e.g. ``-GX=1``);
+    returns the diagnostics ('' if clean)."""
+    res = subprocess.run([require("verilator"), "--lint-only", "-Wall", *extra, str(WAIVERS), str(source)],
                          env=sim_env(), capture_output=True, text=True)
     return (res.stdout + res.stderr).strip() if res.returncode or res.stderr.strip() else ""
 

@@ -140,7 +140,11 @@ class ModelBackend:
                 desc = ds.unpack(ds.DESCRIPTOR_BITS, self.memory.data[addr:addr + 64].tobytes())
                 status = ds.check(desc, self._reg("WORLD_SIZE"), self._reg("RANK"), self._reg("PACKET_ELEMS"))
             host_bytes = 0
+            if status == 0 and desc["opcode"] != ds.OPCODES["copy"] and self._reg("WORLD_SIZE") > 1:
+                raise RuntimeError("a collective with WORLD_SIZE > 1 needs the other ranks: a single model NIC "
+                                   "has no network (run collectives with host_driver.cluster.Cluster)")
             if status == 0:
+                # a copy, or a collective of one rank: the input itself (docs/allreduce.md: N = 1 is a copy)
                 status = self._copy(desc, B)
                 host_bytes = 4 * desc["count"] if status == 0 else 0
             record = ds.Completion(
@@ -169,7 +173,7 @@ class ModelBackend:
         wresp = self.memory.resp(dst, n, B)
         data = self.memory.data[src:src + n].copy()
         codec = next(k for k, v in nm.CODECS.items() if v == desc["codec"])
-        if codec != "none":
+        if codec != "none" and desc["opcode"] == ds.OPCODES["copy"]:
             data = nm.roundtrip(data.view(np.uint32), codec).view(np.uint8)
         if wresp >= RESP_SLVERR:
             return ds.STATUS_CODE["write_slverr" if wresp == RESP_SLVERR else "write_decerr"]

@@ -8,6 +8,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hdl.export import VERILOG_DIR, export  # noqa: E402
+from hdl.nic_top import export_nic_top  # noqa: E402
 from hdl.tops import EXPORT_WIDTHS, TOPS  # noqa: E402
 
 
@@ -20,6 +21,10 @@ def main(argv=None) -> int:
     for top in args.top or TOPS:
         for width in args.width or EXPORT_WIDTHS:
             print(export(top, width, args.out))
+    if not args.top and not args.width:
+        # the integration top: ainic_nic.v (every width behind a DATA_WIDTH parameter) + its manifest
+        for path in export_nic_top(args.out):
+            print(path)
     return 0
 
 

@@ -47,7 +47,10 @@ def test_capture_fields(tmp_path, rng):
     ({"nodes": 4, "codec": "zip"}, ValueError, "unknown codec"),
     ({"nodes": 4, "dtype": "int32", "codec": "bf16"}, ValueError, "uncompressed"),
     ({"nodes": 4, "packet": 100}, ValueError, "multiple of 16"),
-    ({"nodes": 4, "backend": "verilator"}, NotImplementedError, "not built yet"),
+    ({"nodes": 1, "backend": "verilator"}, ValueError, "at least 2 nodes"),
+    ({"nodes": 4, "width": 96}, ValueError, "width must be one of"),
+    ({"nodes": 4, "link_latency": -1}, ValueError, "link_latency"),
+    ({"nodes": 4, "bench_nodes": 3}, ValueError, "bench_nodes"),
 ])
 def test_bad_arguments(kwargs, exc, match):
     with pytest.raises(exc, match=match):
