@@ -16,6 +16,7 @@ from .reduction_unit import ReductionUnit
 from .ring_sequencer import KINDS, Item, PlanLayout, RingSequencer
 from .rx_item_check import FIELDS, RxCheckConfig, RxItemCheck
 from .rx_parser import META_BITS
+from .stream_fifo import StreamFifo
 from .stream_fork import StreamFork
 from .tx_builder import TxMeta
 from .tx_header_gen import HeaderConfig, TxHeaderGen
@@ -120,9 +121,10 @@ class CollectiveEngine(wiring.Component):
       ``status`` then holds the worst DMA responses and the error flags of the run (cleared by ``start``).
     """
 
-    def __init__(self, width: int = 512, queue_depth: int = 16):
+    def __init__(self, width: int = 512, queue_depth: int = 16, fork_fifo_beats: int = 64):
         self.width = check_width(width, self)
         self.queue_depth = queue_depth
+        self.fork_fifo_beats = fork_fifo_beats
         W = width
         super().__init__({
             "cfg": In(EngineConfig),
@@ -248,6 +250,16 @@ class CollectiveEngine(wiring.Component):
         ]
         wiring.connect(m, d_rx.m_axis, ru.s_axis_a)
 
+        # FIFOs behind the forks' branches that wait on another stage (D_out for final and forwarded packets,
+        # transmit for forwarded ones): without them the compressor, the receive router and D_out run in
+        # lock step within a key (a final packet holds the compressor until D_out is free; a forwarded one
+        # holds the receive router, starving the next reduce)
+        fifos = {}
+        for name, branch in (("f1b", fork1.m_axis_b), ("f2a", fork2.m_axis_a), ("f2b", fork2.m_axis_b)):
+            m.submodules[f"fifo_{name}"] = f = StreamFifo(W, self.fork_fifo_beats)
+            wiring.connect(m, branch, f.s_axis)
+            fifos[name] = f.m_axis
+
         # -- transmit: header record + payload (fork 1 for own packets, fork 2 for forwarded ones) ----------
         tq = q["transmit"]
         m.d.comb += [
@@ -257,7 +269,7 @@ class CollectiveEngine(wiring.Component):
         wiring.connect(m, tx_hdr.m_meta, wiring.flipped(self.tx_meta))
         tp = self.tx_payload
         fwd = tq.kind_is(FORWARD)
-        a1, a2 = fork1.m_axis_a, fork2.m_axis_a
+        a1, a2 = fork1.m_axis_a, fifos["f2a"]
         m.d.comb += [
             tp.tdata.eq(Mux(fwd, a2.tdata, a1.tdata)), tp.tkeep.eq(Mux(fwd, a2.tkeep, a1.tkeep)),
             tp.tlast.eq(Mux(fwd, a2.tlast, a1.tlast)),
@@ -269,7 +281,7 @@ class CollectiveEngine(wiring.Component):
 
         # -- host out: D_out (final: fork 1; forward, last: fork 2) -> DMA write ---------------------------
         hq = q["host_out"]
-        b1, b2 = fork1.m_axis_b, fork2.m_axis_b
+        b1, b2 = fifos["f1b"], fifos["f2b"]
         fin = hq.kind_is(FINAL)
         d = d_out.s_axis
         m.d.comb += [
