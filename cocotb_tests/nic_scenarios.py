@@ -73,8 +73,8 @@ def bad_descriptor_cases(mem_size):
         ("bad_world_size", {"opcode": 4}, {"WORLD_SIZE": 4, "RANK": 4}),
         ("bad_packet_size", {"codec": 1}, {"PACKET_ELEMS": 100}),
         ("bad_packet_size", {"opcode": 2}, {"PACKET_ELEMS": 2048, "WORLD_SIZE": 2}),
-        ("unsupported", {"opcode": 3}, {"WORLD_SIZE": 2}),
-        ("unsupported", {"opcode": 4}, {"WORLD_SIZE": 3, "RANK": 2}),
+        ("bad_packet_size", {"opcode": 3}, {"PACKET_ELEMS": 24, "WORLD_SIZE": 2}),
+        ("bad_packet_size", {"opcode": 4}, {"PACKET_ELEMS": 8, "WORLD_SIZE": 3, "RANK": 2}),
     ], S
 
 

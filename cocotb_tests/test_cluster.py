@@ -1,7 +1,8 @@
-"""The ring all-reduce through the RTL: N NICs in the cluster bench, results bit-exact with the golden model.
+"""The ring collectives through the RTL: N NICs in the cluster bench, results bit-exact with the golden model.
 
 Each pytest item runs a list of jobs in one simulation (``cocotb_tests/cluster_job.py``); afterwards every
-rank's result is compared bit for bit with ``host_driver.allreduce.allreduce`` (the model backend), and
+rank's result is compared bit for bit with ``host_driver.allreduce`` (allreduce, reduce_scatter or allgather:
+the model backend), and
 the links' frame and byte counts and each NIC's completion with the model's traffic. Sizes are small
 (hundreds to a few thousand elements, P = 64) so that every case finishes in seconds on Icarus too; the
 1M-element runs are in ``make bench`` and ``make demo``.
@@ -15,7 +16,8 @@ import pytest
 from harness import run, selected_sims
 from host_driver import allreduce as ar
 from host_driver import numerics as nm
-from host_driver.cluster import HEADER, Cluster
+from host_driver import descriptors as ds
+from host_driver.cluster import HEADER, MODEL_OPS, Cluster
 from host_driver.cluster_rtl import link_rate_fixed
 
 W = 64
@@ -31,8 +33,9 @@ def inputs(rng, n, L, dtype, extreme=False):
     return x
 
 
-def job(name, n, L, codec="none", dtype="fp32", lag=4, repeats=1, memory=None, link_latency=40, seed=0):
-    return dict(name=name, nodes=n, width=W, codec=codec, dtype=dtype, packet=P, lag=lag, elements=L,
+def job(name, n, L, codec="none", dtype="fp32", lag=4, repeats=1, memory=None, link_latency=40, seed=0,
+        op="allreduce"):
+    return dict(name=name, nodes=n, width=W, op=op, codec=codec, dtype=dtype, packet=P, lag=lag, elements=L,
                 repeats=repeats, link_latency=link_latency, link_rate=link_rate_fixed(80, 250), memory=memory or {},
                 seed=seed)
 
@@ -52,24 +55,25 @@ def run_jobs(sim, bench, jobs, tmp_path):
         x = np.load(j["inputs"])
         n, L = x.shape
         got = np.load(j["outputs"] + ".results.npy")
-        want = ar.allreduce(list(x), j["codec"], j["dtype"], P)
+        op = j["op"]
+        want = MODEL_OPS[op](list(x), j["codec"], j["dtype"], P)
         bad = [r for r in range(n) if not np.array_equal(got[r].view(np.uint32), want[r].view(np.uint32))]
         assert not bad, f"{j['name']}: ranks {bad} differ from the golden model " \
                         f"(first at {np.flatnonzero(got[bad[0]].view(np.uint32) != want[bad[0]].view(np.uint32))[:5]})"
         stats = json.loads(Path(j["outputs"] + ".stats.json").read_text())
-        _, model = Cluster(n, "model", W, j["codec"], j["dtype"], P, lag=j["lag"]).allreduce(list(x))
+        _, model = Cluster(n, "model", W, j["codec"], j["dtype"], P, lag=j["lag"]).collective(op, list(x))
         reps = j["repeats"]
         assert stats["frames_per_link"] == [reps * f for f in model.frames_per_link], j["name"]
         assert stats["bytes_per_link"] == [reps * b for b in model.frame_bytes_per_link], j["name"]
         assert stats["switch_unknown"] == 0 and stats["memory_violations"] == [0] * n
         # int32 near the limits saturates (the golden model's rule): the NICs that saw it say so
-        saturated = j["dtype"] == "int32" and any(
+        saturated = j["dtype"] == "int32" and op != "allgather" and any(
             ar.allreduce(list(x), dtype="int32", packet=P)[0].view(np.int32) != np.sum(x.astype(np.int64), 0))
         assert any("int32_overflow" in w for w in stats["warnings"]) == saturated, (j["name"], stats["warnings"])
         for r, cs in enumerate(stats["completions"]):
             assert len(cs) == reps
             for i, c in enumerate(cs):
-                assert (c["status"], c["opcode"], c["collective"]) == (0, 2, i), c
+                assert (c["status"], c["opcode"], c["collective"]) == (0, ds.OPCODES[op], i), c
                 prev = (r - 1) % n
                 assert (c["packets_sent"], c["packets_received"]) == (
                     model.frames_per_link[r], model.frames_per_link[prev]), (j["name"], r, c)
@@ -84,14 +88,22 @@ THROTTLED = {"latency": 30, "rate": 20.0, "stall": 0.2, "seed": 5}
 PLANS = {
     ("icarus", 2): [job(f"n2_{c}", 2, 301, c) for c in CODECS] + [job("n2_int32", 2, 1000, dtype="int32")],
     ("icarus", 3): [job(f"n3_{c}", 3, 1237, c, lag=2) for c in CODECS]
-                   + [job("n3_short", 3, 100, "bfp8")],                         # 100 < 3*64: chunk 2 empty
+                   + [job("n3_short", 3, 100, "bfp8")]                          # 100 < 3*64: chunk 2 empty
+                   + [job(f"n3_{op}_{c}", 3, 901, c, op=op) for op in ("reduce_scatter", "allgather")
+                      for c in ("none", "bf16", "bfp4")],
     ("icarus", 5): [job(f"n5_{c}", 5, 777, c, lag=3) for c in CODECS],
-    ("icarus", 8): [job(f"n8_{c}", 8, 1043, c) for c in ("none", "bfp8", "bfp4")] + [job("n8_tiny", 8, 5)],
+    ("icarus", 8): [job(f"n8_{c}", 8, 1043, c) for c in ("none", "bfp8", "bfp4")] + [job("n8_tiny", 8, 5)]
+                   + [job("n8_rs_short", 8, 300, "fp16", op="reduce_scatter"),      # chunks 5..7 empty
+                      job("n8_ag", 8, 1000, "bfp8", op="allgather", lag=3)],
     ("verilator", 4): [job(f"n4_{c}", 4, 2001, c) for c in CODECS]
                       + [job("n4_int32", 4, 999, dtype="int32"), job("n4_short", 4, 130, "fp16"),
                          job("n4_b2b", 4, 517, "bfp4", repeats=3),
                          job("n4_throttled", 4, 1500, "bf16", memory=THROTTLED, link_latency=200),
-                         job("n2_on_n4", 2, 640, "bfp8"), job("n3_on_n4", 3, 333, "none", lag=1)],
+                         job("n2_on_n4", 2, 640, "bfp8"), job("n3_on_n4", 3, 333, "none", lag=1),
+                         job("n4_rs_int32", 4, 1001, dtype="int32", op="reduce_scatter"),
+                         job("n4_rs_b2b", 4, 700, "fp16", op="reduce_scatter", repeats=2),
+                         job("n4_ag_bfp8", 4, 2001, "bfp8", op="allgather", memory=THROTTLED),
+                         job("n2_ag_on_n4", 2, 333, "bf16", op="allgather")],
 }
 
 

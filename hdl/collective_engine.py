@@ -21,16 +21,20 @@ from .stream_fork import StreamFork
 from .tx_builder import TxMeta
 from .tx_header_gen import HeaderConfig, TxHeaderGen
 
-SEND, REDUCE, FINAL, FORWARD, LAST = (KINDS[k] for k in ("send", "reduce", "final", "forward", "last"))
+SEND, REDUCE, FINAL, FORWARD, LAST, GATHER, SCATTER_END = (
+    KINDS[k] for k in ("send", "reduce", "final", "forward", "last", "gather", "scatter_end"))
+OWN_ONLY = (SEND, GATHER)                   # own data straight to the compressor
+SUMS = (REDUCE, FINAL, SCATTER_END)         # received + own through the reduction unit
+TO_HOST_FROM_FORK1 = (FINAL, GATHER, SCATTER_END)   # compressed here, decoded to the host
 
 #: which stages take an item, by kind (the table in docs/collective_engine.md)
 STAGES = {
-    "read": (SEND, REDUCE, FINAL),          # DMA read command of the own packet, then the own-read router
-    "compress": (SEND, REDUCE, FINAL),      # compressor input: own data (send) or the reduction unit
-    "fork1": (SEND, REDUCE, FINAL),         # compressor output -> transmit, and -> D_out for final
-    "receive": (REDUCE, FINAL, FORWARD, LAST),
-    "transmit": (SEND, REDUCE, FINAL, FORWARD),
-    "host_out": (FINAL, FORWARD, LAST),     # D_out input mux, and the DMA write command
+    "read": OWN_ONLY + SUMS,                # DMA read command of the own packet, then the own-read router
+    "compress": OWN_ONLY + SUMS,            # compressor input: own data or the reduction unit
+    "fork1": OWN_ONLY + SUMS,               # compressor output -> transmit, and -> D_out
+    "receive": SUMS + (FORWARD, LAST),
+    "transmit": (SEND, REDUCE, FINAL, GATHER, FORWARD),
+    "host_out": TO_HOST_FROM_FORK1 + (FORWARD, LAST),   # D_out input mux, and the DMA write command
 }
 
 EngineConfig = data.StructLayout({
@@ -197,9 +201,9 @@ class CollectiveEngine(wiring.Component):
         # own-read router: send -> compressor input mux; reduce/final -> reduction unit operand b
         rd = self.rd_data
         own_send = AxiStreamSignature(W).create(path=("own_send",))
-        t1 = _pass(m, rd, own_send, own.kind_is(SEND))
-        t2 = _pass(m, rd, ru.s_axis_b, own.kind_is(REDUCE, FINAL))
-        m.d.comb += [rd.tready.eq(Mux(own.kind_is(SEND), own_send.tready, ru.s_axis_b.tready) & own.have),
+        t1 = _pass(m, rd, own_send, own.kind_is(*OWN_ONLY))
+        t2 = _pass(m, rd, ru.s_axis_b, own.kind_is(*SUMS))
+        m.d.comb += [rd.tready.eq(Mux(own.kind_is(*OWN_ONLY), own_send.tready, ru.s_axis_b.tready) & own.have),
                      own.done.eq((t1 | t2) & rd.tlast)]
         read_resp = Signal(2)
         with m.If(rd.tvalid & rd.tready & (rd.tuser > read_resp)):
@@ -208,22 +212,22 @@ class CollectiveEngine(wiring.Component):
         # -- compressor input: own data (send) or the reduction unit's sum (reduce, final) -----------------
         cq = q["compress"]
         c_in = comp.s_axis
-        is_send = cq.kind_is(SEND)
+        is_send = cq.kind_is(*OWN_ONLY)
         m.d.comb += [
             c_in.tdata.eq(Mux(is_send, own_send.tdata, ru.m_axis.tdata)),
             c_in.tkeep.eq(Mux(is_send, own_send.tkeep, ru.m_axis.tkeep)),
             c_in.tlast.eq(Mux(is_send, own_send.tlast, ru.m_axis.tlast)),
             c_in.tvalid.eq(cq.have & Mux(is_send, own_send.tvalid, ru.m_axis.tvalid)),
             own_send.tready.eq(is_send & c_in.tready),
-            ru.m_axis.tready.eq(cq.kind_is(REDUCE, FINAL) & c_in.tready),
+            ru.m_axis.tready.eq(cq.kind_is(*SUMS) & c_in.tready),
             cq.done.eq(c_in.tvalid & c_in.tready & c_in.tlast),
         ]
 
-        # -- fork 1: compressed packets -> transmit, and -> the host decompressor for final -----------------
+        # -- fork 1: compressed packets -> transmit (not scatter_end), and -> the host decompressor ---------
         f1 = q["fork1"]
         t = _pass(m, comp.m_axis, fork1.s_axis, f1.have)
         m.d.comb += [comp.m_axis.tready.eq(fork1.s_axis.tready & f1.have),
-                     fork1.enable_a.eq(1), fork1.enable_b.eq(f1.kind_is(FINAL)),
+                     fork1.enable_a.eq(~f1.kind_is(SCATTER_END)), fork1.enable_b.eq(f1.kind_is(*TO_HOST_FROM_FORK1)),
                      f1.done.eq(t & comp.m_axis.tlast)]
 
         # -- receive: headers checked against the items, payload routed --------------------------------------
@@ -241,10 +245,10 @@ class CollectiveEngine(wiring.Component):
         with m.If(checked_take & (rx_check.checked.payload.mismatch != 0)):
             m.d.sync += mismatch.eq(mismatch | rx_check.checked.payload.mismatch)
         rx = self.rx_payload
-        t1 = _pass(m, rx, d_rx.s_axis, rq.kind_is(REDUCE, FINAL), user=rq.item.count)
+        t1 = _pass(m, rx, d_rx.s_axis, rq.kind_is(*SUMS), user=rq.item.count)
         t2 = _pass(m, rx, fork2.s_axis, rq.kind_is(FORWARD, LAST))
         m.d.comb += [
-            rx.tready.eq(Mux(rq.kind_is(REDUCE, FINAL), d_rx.s_axis.tready, fork2.s_axis.tready) & rq.have),
+            rx.tready.eq(Mux(rq.kind_is(*SUMS), d_rx.s_axis.tready, fork2.s_axis.tready) & rq.have),
             rq.done.eq((t1 | t2) & rx.tlast),
             fork2.enable_a.eq(rq.kind_is(FORWARD)), fork2.enable_b.eq(1),
         ]
@@ -274,15 +278,15 @@ class CollectiveEngine(wiring.Component):
             tp.tdata.eq(Mux(fwd, a2.tdata, a1.tdata)), tp.tkeep.eq(Mux(fwd, a2.tkeep, a1.tkeep)),
             tp.tlast.eq(Mux(fwd, a2.tlast, a1.tlast)),
             tp.tvalid.eq(tq.have & Mux(fwd, a2.tvalid, a1.tvalid)),
-            a1.tready.eq(tq.kind_is(SEND, REDUCE, FINAL) & tp.tready),
+            a1.tready.eq(tq.kind_is(SEND, REDUCE, FINAL, GATHER) & tp.tready),
             a2.tready.eq(fwd & tp.tready),
             tq.done.eq(tp.tvalid & tp.tready & tp.tlast),
         ]
 
-        # -- host out: D_out (final: fork 1; forward, last: fork 2) -> DMA write ---------------------------
+        # -- host out: D_out (final, gather, scatter_end: fork 1; forward, last: fork 2) -> DMA write ------
         hq = q["host_out"]
         b1, b2 = fifos["f1b"], fifos["f2b"]
-        fin = hq.kind_is(FINAL)
+        fin = hq.kind_is(*TO_HOST_FROM_FORK1)
         d = d_out.s_axis
         m.d.comb += [
             d.tdata.eq(Mux(fin, b1.tdata, b2.tdata)), d.tkeep.eq(Mux(fin, b1.tkeep, b2.tkeep)),

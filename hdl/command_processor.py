@@ -64,7 +64,8 @@ def check_descriptor(m, d, cfg):
         ((collective | (d.codec != CODEC_NONE)) & ((p[:4] != 0) | (p < ds.MIN_P) | (p > ds.MAX_P)),
          "bad_packet_size"),
     ]
-    checks.append((_any(d.opcode == op for op in ds.UNSUPPORTED_OPCODES), "unsupported"))
+    if ds.UNSUPPORTED_OPCODES:
+        checks.append((_any(d.opcode == op for op in ds.UNSUPPORTED_OPCODES), "unsupported"))
     status = Signal(8, name="check_status")
     with m.If(checks[0][0]):
         m.d.comb += status.eq(S[checks[0][1]])
@@ -184,6 +185,8 @@ class CommandProcessor(wiring.Component):
         m.d.comb += [
             plan.elements.eq(desc.count), plan.nodes.eq(cfg.world_size), plan.packet.eq(cfg.packet_elems),
             plan.rank.eq(cfg.rank), plan.lag.eq(cfg.lag), self.plan.eq(plan.plan), self.desc.eq(desc),
+            # allreduce, reduce_scatter, allgather (opcodes 2, 3, 4) -> ring_sequencer.OPS 0, 1, 2
+            plan.op.eq(desc.opcode - ds.OPCODES["allreduce"]),
         ]
         is_collective = (desc.opcode != ds.OPCODES["copy"]) & (cfg.world_size > 1)
         net0 = Signal(NetCounters)

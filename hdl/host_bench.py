@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from amaranth import ClockSignal, Instance, Module, ResetSignal
+from amaranth import ClockSignal, Instance, Module, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -27,15 +27,21 @@ def memory_members(prefix: str = "mem_") -> dict:
 
 
 def add_host_memory(m, name, axi, top, prefix, width, addr_bits, load_file="hostmem_load.hex",
-                    dump_file="hostmem_dump.hex"):
+                    dump_file="hostmem_dump.hex", registered=False):
     """Instantiate ``ainic_host_memory`` as the slave of AXI4 master ``axi`` (an interface object), with its
-    configuration and statistics on ``top``'s ``<prefix>*`` ports (see :func:`memory_members`)."""
+    configuration and statistics on ``top``'s ``<prefix>*`` ports (see :func:`memory_members`). With
+    ``registered``, the configuration and backdoor inputs pass through a flip-flop (one cycle later)."""
     ports = {}
     for member, desc in axi.signature.members.items():
         # the memory is the slave: the NIC's outputs are its inputs
         ports[("i_" if desc.flow == Out else "o_") + f"s_axi_{member}"] = getattr(axi, member)
     for k in MEMORY_CONFIG:
-        ports[f"i_{k}"] = getattr(top, f"{prefix}{k}")
+        port = getattr(top, f"{prefix}{k}")
+        if registered:
+            reg = Signal.like(port, name=f"{prefix}{k}_r")
+            m.d.sync += reg.eq(port)
+            port = reg
+        ports[f"i_{k}"] = port
     for k in MEMORY_STATS:
         ports[f"o_{k}"] = getattr(top, f"{prefix}{k}")
     m.submodules[name] = Instance(

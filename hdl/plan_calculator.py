@@ -47,12 +47,12 @@ class SerialDivider(wiring.Component):
 class PlanCalculator(wiring.Component):
     """``plan`` for ``elements`` L over ``nodes`` N with ``packet`` P (host_driver.allreduce.Plan):
     K = ceil(L / (N P)) P, full chunks = floor(L / K), the rest's packets and last-packet size. Three
-    divisions, about 100 cycles after ``start``; ``done`` pulses when ``plan`` holds (rank and lag are
-    passed through)."""
+    divisions, about 100 cycles after ``start``; ``done`` pulses when ``plan`` holds (rank, lag and op
+    are passed through)."""
 
     def __init__(self):
         super().__init__({
-            "elements": In(32), "nodes": In(7), "packet": In(11), "rank": In(6), "lag": In(8),
+            "elements": In(32), "nodes": In(7), "packet": In(11), "rank": In(6), "lag": In(8), "op": In(2),
             "start": In(1), "plan": Out(PlanLayout), "done": Out(1),
         })
 
@@ -64,7 +64,7 @@ class PlanCalculator(wiring.Component):
         K = Signal(32)
         rest = Signal(32)
         m.d.sync += [div.start.eq(0), self.done.eq(0)]
-        m.d.comb += [pl.rank.eq(self.rank), pl.nodes.eq(self.nodes), pl.packet.eq(P), pl.lag.eq(self.lag)]
+        m.d.comb += [pl.rank.eq(self.rank), pl.nodes.eq(self.nodes), pl.packet.eq(P), pl.lag.eq(self.lag), pl.op.eq(self.op)]
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):

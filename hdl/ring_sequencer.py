@@ -7,7 +7,9 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-KINDS = {"send": 0, "reduce": 1, "final": 2, "forward": 3, "last": 4}
+KINDS = {"send": 0, "reduce": 1, "final": 2, "forward": 3, "last": 4, "gather": 5, "scatter_end": 6}
+#: PlanLayout.op: which phases run (host_driver.allreduce.phases)
+OPS = {"allreduce": 0, "reduce_scatter": 1, "allgather": 2}
 
 #: the plan of one collective (host_driver.allreduce.Plan), as the sequencer needs it
 PlanLayout = data.StructLayout({
@@ -16,6 +18,7 @@ PlanLayout = data.StructLayout({
     "full_chunks": 7,         # chunks 0 .. full_chunks-1 are full; chunk full_chunks holds the rest
     "rest_packets": 24,       # packets of that partial chunk (0: it is empty too)
     "rest_last": 11,          # elements in the partial chunk's last packet
+    "op": 2,                  # OPS: all-reduce, reduce-scatter alone, all-gather alone
 })
 
 Item = data.StructLayout({
@@ -26,8 +29,10 @@ Item = data.StructLayout({
 class RingSequencer(wiring.Component):
     """On ``start``, streams the items of ``plan`` on ``items`` in the order of ``rank_schedule``: keys
     d = packet + lag * phase ascending, phases ascending within a key. Each item carries its phase, kind
-    (send, reduce, final, forward, last), chunk, packet index, element offset in the tensor and element
-    count and whether it is its chunk's last packet. ``busy`` is high from ``start`` until the last item is taken.
+    (:data:`KINDS`), chunk, packet index, element offset in the tensor and element count and whether it is
+    its chunk's last packet. ``plan.op`` selects the phases: 0 .. 2N-2 (all-reduce), 0 .. N-1
+    (reduce-scatter, phase N-1 is ``scatter_end``) or N-1 .. 2N-2 (all-gather, phase N-1 is ``gather``).
+    ``busy`` is high from ``start`` until the last item is taken.
 
     It looks at one (key, phase) candidate per cycle and emits the valid ones (one item per cycle at best);
     the engine spends several cycles on each item, so the sequencer keeps ahead except where keys hold few
@@ -49,7 +54,12 @@ class RingSequencer(wiring.Component):
         p = Signal(6)
         k = Signal(33)                   # d - lag*p, two's complement
         chunk = Signal(6)
-        last_phase = 2 * pl.nodes - 2
+        first_phase = Signal(7)
+        last_phase = Signal(7)
+        m.d.comb += [first_phase.eq(Mux(pl.op == OPS["allgather"], pl.nodes - 1, 0)),
+                     last_phase.eq(Mux(pl.op == OPS["reduce_scatter"], pl.nodes - 1, 2 * pl.nodes - 2))]
+        d_start = Signal(16)             # the first key with an item: lag * first_phase
+        m.d.comb += d_start.eq(pl.lag * first_phase)
         d_end = pl.chunk_packets - 1 + pl.lag * last_phase
 
         # packets of this phase's chunk
@@ -66,7 +76,13 @@ class RingSequencer(wiring.Component):
         with m.Elif(p < pl.nodes - 1):
             m.d.comb += kind.eq(KINDS["reduce"])
         with m.Elif(p == pl.nodes - 1):
-            m.d.comb += kind.eq(KINDS["final"])
+            with m.Switch(pl.op):
+                with m.Case(OPS["reduce_scatter"]):
+                    m.d.comb += kind.eq(KINDS["scatter_end"])
+                with m.Case(OPS["allgather"]):
+                    m.d.comb += kind.eq(KINDS["gather"])
+                with m.Default():
+                    m.d.comb += kind.eq(KINDS["final"])
         with m.Elif(p < last_phase):
             m.d.comb += kind.eq(KINDS["forward"])
         with m.Else():
@@ -81,13 +97,20 @@ class RingSequencer(wiring.Component):
             it.last_of_chunk.eq(k[:24] == npk - 1),
         ]
 
+        # chunk of the first phase: (rank - first_phase) mod N, i.e. rank, or rank + 1 for the all-gather
+        first_chunk = Signal(6)
+        with m.If(pl.op == OPS["allgather"]):
+            m.d.comb += first_chunk.eq(Mux(pl.rank == pl.nodes - 1, 0, pl.rank + 1))
+        with m.Else():
+            m.d.comb += first_chunk.eq(pl.rank)
+
         def first_phase_of(next_d):
-            return [p.eq(0), chunk.eq(pl.rank), k.eq(next_d)]
+            return [p.eq(first_phase), chunk.eq(first_chunk), k.eq(next_d - d_start)]
 
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start & (pl.nodes >= 2)):
-                    m.d.sync += [d.eq(0), *first_phase_of(0)]
+                    m.d.sync += [d.eq(d_start), *first_phase_of(d_start)]
                     m.next = "RUN"
             with m.State("RUN"):
                 m.d.comb += [self.busy.eq(1), self.items.valid.eq(valid)]
@@ -103,11 +126,11 @@ class RingSequencer(wiring.Component):
         return m
 
 
-def plan_fields(plan, rank: int, lag: int) -> dict:
+def plan_fields(plan, rank: int, lag: int, op: str = "allreduce") -> dict:
     """The PlanLayout values for a ``host_driver.allreduce.Plan`` (what the command processor computes)."""
     kp = plan.chunk_elems // plan.packet
     full = plan.elements // plan.chunk_elems
     rest = plan.elements - full * plan.chunk_elems
     return {"rank": rank, "nodes": plan.nodes, "packet": plan.packet, "lag": lag, "chunk_packets": kp,
             "full_chunks": full, "rest_packets": -(-rest // plan.packet),
-            "rest_last": (rest - 1) % plan.packet + 1 if rest else plan.packet}
+            "rest_last": (rest - 1) % plan.packet + 1 if rest else plan.packet, "op": OPS[op]}

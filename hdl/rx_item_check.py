@@ -45,9 +45,10 @@ class RxItemCheck(wiring.Component):
         m.d.comb += meta.eq(self.s_meta.tdata)
         h = meta.ainic
         psn = Signal(32)
-        receives = it.kind != KINDS["send"]
+        receives = (it.kind != KINDS["send"]) & (it.kind != KINDS["gather"])
         prev = Mux(cfg.rank == 0, cfg.nodes - 1, cfg.rank - 1)
-        want_opcode = Mux(it.kind >= KINDS["forward"], 1, 0)
+        # `result` frames are what the previous rank sent from its final (or gather) phase on
+        want_opcode = (it.kind == KINDS["forward"]) | (it.kind == KINDS["last"])
         want_flags = Mux(it.last_of_chunk, proto.FLAG_LAST_OF_CHUNK, 0)
         bad = {
             "opcode": h.opcode != want_opcode,

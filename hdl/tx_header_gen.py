@@ -36,10 +36,11 @@ class TxHeaderGen(wiring.Component):
         psn = Signal(32)
         meta = Signal(TxMeta)
         h = meta.ainic
-        sends = it.kind != KINDS["last"]
+        sends = (it.kind != KINDS["last"]) & (it.kind != KINDS["scatter_end"])
+        result = (it.kind == KINDS["final"]) | (it.kind == KINDS["forward"]) | (it.kind == KINDS["gather"])
         m.d.comb += [
             h.version.eq(proto.VERSION),
-            h.opcode.eq(Mux(it.kind >= KINDS["final"], 1, 0)),
+            h.opcode.eq(result),
             h.codec.eq(cfg.codec), h.dtype.eq(cfg.dtype),
             h.flags.eq(Mux(it.last_of_chunk, proto.FLAG_LAST_OF_CHUNK, 0)),
             h.job.eq(cfg.job), h.collective.eq(cfg.collective),

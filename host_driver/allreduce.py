@@ -12,6 +12,21 @@ import numpy as np
 from . import numerics as nm
 
 DTYPES = ("fp32", "int32")
+#: the ring collectives: the whole ring, its first half, its second half (docs/allreduce.md)
+OPS = ("allreduce", "reduce_scatter", "allgather")
+
+
+def _check_op(op):
+    if op not in OPS:
+        raise ValueError(f"op must be one of {OPS}, got {op!r}")
+    return op
+
+
+def phases(n: int, op: str = "allreduce") -> range:
+    """The phases a rank runs: all 2N-1 for the all-reduce, 0 .. N-1 for the reduce-scatter (it ends by
+    keeping S) and N-1 .. 2N-2 for the all-gather (it starts by sending its own contribution)."""
+    _check_op(op)
+    return range(n - 1 if op == "allgather" else 0, n if op == "reduce_scatter" else 2 * n - 1)
 
 
 @dataclass(frozen=True)
@@ -139,11 +154,12 @@ def _as(bits, dtype):
 
 
 def ring_bound_cycles(nodes: int, elements: int, link_bytes_per_cycle: float, codec="none", packet=256,
-                      header_bytes: int = 74 + 4 + 8 + 12) -> float:
+                      header_bytes: int = 74 + 4 + 8 + 12, op: str = "allreduce") -> float:
     """The ring's lower bound in cycles: the busiest rank's link time. Rank r sends every chunk but r+1 in
     the reduce-scatter and every chunk but r+2 in the all-gather, each as packets of at most P elements
     plus ``header_bytes`` per frame (Ethernet/IPv4/UDP/ainic headers, FCS, preamble and inter-frame gap by
-    default)."""
+    default). ``op`` selects either half alone."""
+    _check_op(op)
     if nodes == 1:
         return 0.0
     plan = Plan(nodes, elements, packet)
@@ -155,8 +171,10 @@ def ring_bound_cycles(nodes: int, elements: int, link_bytes_per_cycle: float, co
         out = full * (nm.codec_bytes(codec, packet) + header_bytes)
         return out + (nm.codec_bytes(codec, rest) + header_bytes if rest else 0)
     total = sum(chunk_bytes(c) for c in range(nodes))
-    busiest = max(2 * total - chunk_bytes((r + 1) % nodes) - chunk_bytes((r + 2) % nodes) for r in range(nodes))
-    return busiest / link_bytes_per_cycle
+    rs = [total - chunk_bytes((r + 1) % nodes) for r in range(nodes)]
+    ag = [total - chunk_bytes((r + 2) % nodes) for r in range(nodes)]
+    per_rank = {"allreduce": [a + b for a, b in zip(rs, ag)], "reduce_scatter": rs, "allgather": ag}[op]
+    return max(per_rank) / link_bytes_per_cycle
 
 
 @dataclass(frozen=True)
@@ -173,10 +191,13 @@ class Send:
     payload: bytes
 
 
-def ring_traffic(inputs, codec="none", dtype="fp32", packet=256):
-    """Every packet of an all-reduce, in (step, sender, element) order, with its exact payload bytes.
-    Decoding the all-gather's packets gives :func:`allreduce`'s result (tests check it)."""
+def ring_traffic(inputs, codec="none", dtype="fp32", packet=256, op="allreduce"):
+    """Every packet of a ring collective (``op``), in (step, sender, element) order, with its exact
+    payload bytes. Decoding the all-gather's packets gives :func:`allreduce`'s result (tests check it).
+    Steps keep their all-reduce numbering: the reduce-scatter alone is steps 0 .. N-2, the all-gather
+    alone N-1 .. 2N-3, where it sends Q of each owner's own input instead of Q(S)."""
     x = _check(inputs, codec, dtype)
+    _check_op(op)
     n = len(x)
     plan = Plan(n, x[0].size, packet)
     per_chunk = {}                       # (step, sender) -> (chunk, bit patterns sent)
@@ -184,10 +205,14 @@ def ring_traffic(inputs, codec="none", dtype="fp32", packet=256):
         s = plan.chunk(c)
         partial = x[c][s]
         for step in range(n - 1):        # reduce-scatter: sender c+step
-            per_chunk[(step, (c + step) % n)] = (c, partial)
+            if op != "allgather":
+                per_chunk[(step, (c + step) % n)] = (c, partial)
             partial = _add(_q(partial, codec), x[(c + step + 1) % n][s], dtype)
+        if op == "allgather":            # the owner c-1 contributes its own input of chunk c
+            partial = x[(c - 1) % n][s]
         for t in range(n - 1):           # all-gather: Q(S) from the owner c-1, forwarded unchanged
-            per_chunk[(n - 1 + t, (c - 1 + t) % n)] = (c, partial)
+            if op != "reduce_scatter":
+                per_chunk[(n - 1 + t, (c - 1 + t) % n)] = (c, partial)
     sends = []
     for (step, src) in sorted(per_chunk):
         c, data = per_chunk[(step, src)]
@@ -206,38 +231,50 @@ PHASE_KINDS = {
     "final": "receive, D, + own, Q, send; D(Q(S)) to host (p = N-1)",
     "forward": "receive, send unchanged; D to host (p = N .. 2N-3)",
     "last": "receive, D to host (p = 2N-2)",
+    "gather": "read own packet, Q, send; D(Q(own)) to host (p = N-1 of an all-gather alone)",
+    "scatter_end": "receive, D, + own, Q; D(Q(S)) to host, nothing sent (p = N-1 of a reduce-scatter alone)",
 }
 
 
-def phase_kind(p: int, n: int) -> str:
+def phase_kind(p: int, n: int, op: str = "allreduce") -> str:
     if p == 0:
         return "send"
     if p < n - 1:
         return "reduce"
     if p == n - 1:
-        return "final"
+        return {"allreduce": "final", "reduce_scatter": "scatter_end", "allgather": "gather"}[op]
     return "forward" if p < 2 * n - 2 else "last"
 
 
-def rank_schedule(rank: int, plan: Plan, lag: int = 1):
+def sends_in(kind: str) -> bool:
+    """Whether an item of this kind transmits a packet."""
+    return kind not in ("last", "scatter_end")
+
+
+def receives_in(kind: str) -> bool:
+    """Whether an item of this kind consumes a received packet."""
+    return kind not in ("send", "gather")
+
+
+def rank_schedule(rank: int, plan: Plan, lag: int = 1, op: str = "allreduce"):
     """The order in which one rank's engine works: every (phase, packet) item, by the key
     d = packet + lag * phase, phase ascending among equal keys. Item (p, k) needs the previous rank's item
     (p-1, k), whose key is exactly ``lag`` smaller, so every rank consumes its receive queue in the order the
     previous rank filled it (no packet is ever stuck behind another), and ``lag`` keys of other work hide
     each hop's latency; the receive buffer must hold about ``lag`` packets per phase in flight.
-    Returns [(phase, packet, chunk, kind)]."""
+    ``op`` restricts the phases (:func:`phases`). Returns [(phase, packet, chunk, kind)]."""
     n = plan.nodes
     items = []
-    for p in range(2 * n - 1):
+    for p in phases(n, op):
         c = (rank - p) % n
         for k in range(plan.packets(c)):
             items.append((k + lag * p, p, k, c))
     items.sort()
-    return [(p, k, c, phase_kind(p, n)) for _, p, k, c in items]
+    return [(p, k, c, phase_kind(p, n, op)) for _, p, k, c in items]
 
 
 def schedule_cycles(plan: Plan, codec="none", link_bytes_per_cycle=40.0, latency_cycles=250,
-                    overhead_bytes=74 + 24, lag: int = 1):
+                    overhead_bytes=74 + 24, lag: int = 1, op: str = "allreduce"):
     """Cycles for the all-reduce if every rank works through :func:`rank_schedule` with its link as the
     only limit (one frame at a time at ``link_bytes_per_cycle``, ``latency_cycles`` from the end of a
     frame on the sender to its use at the receiver). A performance model of the engine, not a
@@ -245,7 +282,7 @@ def schedule_cycles(plan: Plan, codec="none", link_bytes_per_cycle=40.0, latency
     n = plan.nodes
     if n == 1:
         return 0.0
-    sched = [rank_schedule(r, plan, lag) for r in range(n)]
+    sched = [rank_schedule(r, plan, lag, op) for r in range(n)]
     sent = [dict() for _ in range(n)]           # (p, k) -> time the frame is fully at the next rank
     free = [0.0] * n
     pos = [0] * n
@@ -257,7 +294,7 @@ def schedule_cycles(plan: Plan, codec="none", link_bytes_per_cycle=40.0, latency
             while pos[r] < len(sched[r]):
                 p, k, c, kind = sched[r][pos[r]]
                 start = free[r]
-                if kind != "send":
+                if receives_in(kind):
                     arrival = sent[(r - 1) % n].get((p - 1, k))
                     if arrival is None:
                         break
@@ -265,7 +302,7 @@ def schedule_cycles(plan: Plan, codec="none", link_bytes_per_cycle=40.0, latency
                 s = plan.chunk(c)
                 count = min(plan.packet, s.stop - s.start - k * plan.packet)
                 wire = nm.codec_bytes(codec, count) + overhead_bytes
-                if kind != "last":
+                if sends_in(kind):
                     free[r] = start + wire / link_bytes_per_cycle
                     sent[r][(p, k)] = free[r] + latency_cycles
                 else:

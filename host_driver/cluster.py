@@ -1,4 +1,5 @@
-"""N nodes running a collective: ``Cluster(...).allreduce(arrays) -> (results, stats)``.
+"""N nodes running a collective: ``Cluster(...).allreduce(arrays) -> (results, stats)``, likewise
+``reduce_scatter`` and ``allgather``.
 
 Backends: ``"model"`` runs the golden model (host_driver/allreduce.py) and derives the traffic from the exact
 packets the ring sends; it has no notion of time, so ``cycles`` and ``efficiency`` are None there.
@@ -23,6 +24,7 @@ from . import protocol as proto
 BACKENDS = ("model", "verilator", "icarus")
 HEADER = 14 + 20 + 8 + proto.HEADER_BYTES   # Ethernet + IPv4 + UDP + ainic: 74 bytes per frame
 WIRE_EXTRA = 4 + 8 + 12            # FCS, preamble + SFD, inter-frame gap: what a link spends per frame
+MODEL_OPS = {"allreduce": ar.allreduce, "reduce_scatter": ar.reduce_scatter, "allgather": ar.allgather}
 
 
 def rank_mac(r: int) -> str:
@@ -55,6 +57,7 @@ class ClusterStats:
     nic_packets_sent: list = field(default_factory=list)    # each rank's completion `packets_sent`
     sim_seconds: float = None        # wall time of the simulation (build excluded)
     traffic_matches_model: bool = None   # the RTL links carried the model's frame and byte counts
+    op: str = "allreduce"            # the collective (allreduce.OPS)
 
     @property
     def link_bytes_per_cycle(self) -> float:
@@ -126,14 +129,14 @@ class Cluster:
                 raise TypeError(f"array {i} is {a.dtype}, expected {np.dtype(want).name} for dtype {self.dtype!r}")
         return arrays
 
-    def frames(self, arrays):
-        """Every frame of the all-reduce as (sender rank, frame bytes). Each rank's frames come in the order
-        its engine sends them (``allreduce.rank_schedule`` with this cluster's ``lag``), numbered by ``psn``
-        per link; the ranks are interleaved round-robin."""
-        plan, sends = ar.ring_traffic(self._inputs(arrays), self.codec, self.dtype, self.packet)
+    def frames(self, arrays, op: str = "allreduce"):
+        """Every frame of the collective ``op`` as (sender rank, frame bytes). Each rank's frames come in the
+        order its engine sends them (``allreduce.rank_schedule`` with this cluster's ``lag``), numbered by
+        ``psn`` per link; the ranks are interleaved round-robin."""
+        plan, sends = ar.ring_traffic(self._inputs(arrays), self.codec, self.dtype, self.packet, op)
         by_item = {(s.src, s.step, (s.offset - plan.chunk(s.chunk).start) // self.packet): s for s in sends}
-        order = [[by_item[(r, p, k)] for p, k, _, kind in ar.rank_schedule(r, plan, self.lag) if kind != "last"]
-                 for r in range(self.nodes)]
+        order = [[by_item[(r, p, k)] for p, k, _, kind in ar.rank_schedule(r, plan, self.lag, op)
+                  if ar.sends_in(kind)] for r in range(self.nodes)]
         for i in range(max(len(o) for o in order)):
             for r in range(self.nodes):
                 if i < len(order[r]):
@@ -148,15 +151,31 @@ class Cluster:
             src_rank=s.src, dst_rank=dst, chunk=s.chunk, count=s.count, offset=s.offset, psn=psn)
 
     def allreduce(self, arrays):
+        """Every rank's sum of all ``arrays`` (one per node): (N×L results, :class:`ClusterStats`)."""
+        return self.collective("allreduce", arrays)
+
+    def reduce_scatter(self, arrays):
+        """Rank r ends with the sum of chunk (r+1) mod N only (docs/allreduce.md); the rest of its
+        result is zeros here (the NIC leaves that part of its destination unwritten)."""
+        return self.collective("reduce_scatter", arrays)
+
+    def allgather(self, arrays):
+        """Rank r contributes chunk (r+1) mod N of its array; every rank ends with every contribution."""
+        return self.collective("allgather", arrays)
+
+    def collective(self, op: str, arrays):
+        """Run ring collective ``op`` (one of ``allreduce.OPS``) on ``arrays``: (results, stats)."""
+        if op not in ar.OPS:
+            raise ValueError(f"op must be one of {ar.OPS}, got {op!r}")
         x = self._inputs(arrays)
         if self.backend != "model":
-            return self._allreduce_rtl(x)
-        return ar.allreduce(x, self.codec, self.dtype, self.packet), self._traffic_stats(x)
+            return self._collective_rtl(op, x)
+        return MODEL_OPS[op](x, self.codec, self.dtype, self.packet), self._traffic_stats(x, op)
 
-    def _traffic_stats(self, x):
+    def _traffic_stats(self, x, op="allreduce"):
         """Stats with everything the model knows: traffic from the exact packets, the ring bound."""
         n = self.nodes
-        plan, sends = ar.ring_traffic(x, self.codec, self.dtype, self.packet)
+        plan, sends = ar.ring_traffic(x, self.codec, self.dtype, self.packet, op)
         frames, payload, raw = [0] * n, [0] * n, [0] * n
         for s in sends:
             frames[s.src] += 1
@@ -164,13 +183,13 @@ class Cluster:
             raw[s.src] += 4 * s.count
         stats = ClusterStats(n, plan.elements, self.codec, self.dtype, self.packet, self.clock_mhz, self.link_gbps,
                              frames, [p + HEADER * f for p, f in zip(payload, frames)], payload,
-                             backend=self.backend, raw_bytes_per_link=raw, width=self.width,
+                             backend=self.backend, raw_bytes_per_link=raw, width=self.width, op=op,
                              link_latency=self.link_latency if self.backend != "model" else 0)
         stats.bound_cycles = ar.ring_bound_cycles(n, plan.elements, stats.link_bytes_per_cycle, self.codec,
-                                                  self.packet, HEADER + WIRE_EXTRA)
+                                                  self.packet, HEADER + WIRE_EXTRA, op)
         return stats
 
-    def _allreduce_rtl(self, x):
+    def _collective_rtl(self, op, x):
         from . import sim_runner
         from .cluster_rtl import link_rate_fixed
         from hdl.export import BUILD
@@ -179,7 +198,8 @@ class Cluster:
         work.mkdir(parents=True, exist_ok=True)
         inputs = np.stack([a.view(np.uint32) for a in x])
         np.save(work / "inputs.npy", inputs.view(np.float32 if self.dtype == "fp32" else np.int32))
-        job = {"nodes": n, "width": self.width, "codec": self.codec, "dtype": self.dtype, "packet": self.packet,
+        job = {"nodes": n, "width": self.width, "op": op, "codec": self.codec, "dtype": self.dtype,
+               "packet": self.packet,
                "lag": self.lag, "elements": L, "link_latency": self.link_latency,
                "link_rate": link_rate_fixed(self.link_gbps, self.clock_mhz), "memory": self.memory,
                "inputs": str(work / "inputs.npy"), "outputs": str(work / "out")}
@@ -192,7 +212,7 @@ class Cluster:
         elapsed = time.time() - t
         results = np.load(work / "out.results.npy")
         raw = json.loads((work / "out.stats.json").read_text())
-        stats = self._traffic_stats(x)
+        stats = self._traffic_stats(x, op)
         stats.nic_cycles = [c[-1] for c in raw["cycles"]]
         stats.nic_packets_sent = [c[-1]["packets_sent"] for c in raw["completions"]]
         stats.cycles = max(stats.nic_cycles)

@@ -1,11 +1,11 @@
 """The cluster harness in a cocotb simulation: N NICs run one job (import only inside a cocotb test).
 
 A *job* is a dict (JSON on disk between the CLI process and the simulator process):
-``nodes, width, codec, dtype, packet, lag, elements, repeats, link_latency, link_rate, memory`` (the memory
+``nodes, width, op, codec, dtype, packet, lag, elements, repeats, link_latency, link_rate, memory`` (the memory
 model's configuration, as ``HostMemory.configure`` takes it), ``inputs`` (an ``.npy`` of N×L 32-bit words)
 and ``outputs`` (where results and stats go). :func:`run_job` configures every NIC through its registers
-(identity, peer table, rings), loads each rank's tensor through the memory backdoor, posts one ALLREDUCE
-descriptor per NIC (``repeats`` of them back to back) and waits for every completion; the bulk data never
+(identity, peer table, rings), loads each rank's tensor through the memory backdoor, posts one descriptor
+of ``op`` (allreduce, reduce_scatter, allgather) per NIC (``repeats`` of them back to back) and waits for every completion; the bulk data never
 leaves the HDL.
 """
 
@@ -59,12 +59,15 @@ async def run_job(dut, job: dict) -> dict:
                         local_mac=peers[r][0], local_ip=peers[r][1], peers=peers)
         src, dst = nic.alloc(4 * L, align=W // 8), nic.alloc(4 * L, align=W // 8)
         await nic.write(src, x[r])
+        if job.get("op") == "reduce_scatter":      # it leaves all but one chunk of dst unwritten
+            await nic.write(dst, np.zeros(L, np.uint32))
         bufs.append((src, dst))
     start_frames = [int(getattr(dut, f"n{r}_up_frames").value) for r in range(n)]
     start_bytes = [int(getattr(dut, f"n{r}_up_bytes").value) for r in range(n)]
 
+    op = job.get("op", "allreduce")
     plan = ar.Plan(n, L, job["packet"])
-    bound = ar.ring_bound_cycles(n, L, job["link_rate"] / 256, job["codec"], job["packet"])
+    bound = ar.ring_bound_cycles(n, L, job["link_rate"] / 256, job["codec"], job["packet"], op=op)
     timeout = int(50 * bound + 200 * L // job["packet"] + 100_000)
     completions = [[] for _ in range(n)]
     t0 = nics[0].backend.cycle()
@@ -72,7 +75,7 @@ async def run_job(dut, job: dict) -> dict:
     async def node(r):
         nic, (src, dst) = nics[r], bufs[r]
         for i in range(job.get("repeats", 1)):
-            c = await nic.wait(await nic.submit("allreduce", src=src, dst=dst, count=L, dtype=job["dtype"],
+            c = await nic.wait(await nic.submit(op, src=src, dst=dst, count=L, dtype=job["dtype"],
                                                 codec=job["codec"], collective=i), timeout_cycles=timeout)
             completions[r].append(c)
 

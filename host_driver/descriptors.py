@@ -67,7 +67,7 @@ STATUS = {
     8: ("bad_range", "src or dst + count*4 runs past the end of the 64-bit address space"),
     9: ("bad_world_size", f"collective with WORLD_SIZE outside 1 .. {MAX_RANKS} or RANK >= WORLD_SIZE"),
     10: ("bad_packet_size", f"a codec or collective with PACKET_ELEMS not a multiple of 16 in {MIN_P} .. {MAX_P}"),
-    11: ("unsupported", "a valid collective this build does not execute yet (reduce_scatter, allgather)"),
+    11: ("unsupported", "a valid operation this build does not execute (none today; the code is kept stable)"),
     16: ("read_slverr", "a host-memory read returned SLVERR (the destination may be partly written)"),
     17: ("read_decerr", "a host-memory read returned DECERR (the destination may be partly written)"),
     18: ("write_slverr", "a host-memory write returned SLVERR"),
@@ -155,8 +155,8 @@ class Completion:
         return pack(COMPLETION_BITS, self.__dict__)
 
 
-#: opcodes this build checks but does not execute yet (they complete with ``unsupported``)
-UNSUPPORTED_OPCODES = (OPCODES["reduce_scatter"], OPCODES["allgather"])
+#: opcodes this build checks but does not execute (they complete with ``unsupported``): none today
+UNSUPPORTED_OPCODES = ()
 
 
 def check(desc: dict, world_size: int, rank: int, packet_elems: int) -> int:

@@ -199,7 +199,7 @@ class Nic:
             self._check_range(addr, 4 * count)
             fields[name] = addr
         if ds.OPCODES[opcode] in ds.UNSUPPORTED_OPCODES:
-            raise NotImplementedError(f"{opcode}: the collective engine runs allreduce only in this build")
+            raise NotImplementedError(f"{opcode}: not executed by this build")
         return await self.submit_raw(**fields)
 
     async def submit_raw(self, **fields) -> int:

@@ -124,17 +124,44 @@ def test_traffic_decodes_to_the_result(rng, codec):
     assert list(per_link) == [2 * total - plan.packets((r + 1) % n) - plan.packets((r + 2) % n) for r in range(n)]
 
 
+@pytest.mark.parametrize("op", ar.OPS)
 @pytest.mark.parametrize("n, length, p, lag", [(2, 1000, 16, 1), (3, 5000, 64, 4), (5, 777, 16, 2), (8, 20000, 256, 8)])
-def test_schedule_consumes_in_arrival_order(n, length, p, lag):
+def test_schedule_consumes_in_arrival_order(n, length, p, lag, op):
     """Each rank consumes its receive queue in exactly the order the previous rank sends."""
     plan = ar.Plan(n, length, p)
     for r in range(n):
-        prev = [(ph, k, c) for ph, k, c, kind in ar.rank_schedule((r - 1) % n, plan, lag) if kind != "last"]
-        mine = [(ph - 1, k, c) for ph, k, c, kind in ar.rank_schedule(r, plan, lag) if kind != "send"]
+        prev = [(ph, k, c) for ph, k, c, kind in ar.rank_schedule((r - 1) % n, plan, lag, op) if ar.sends_in(kind)]
+        mine = [(ph - 1, k, c) for ph, k, c, kind in ar.rank_schedule(r, plan, lag, op) if ar.receives_in(kind)]
         assert mine == prev
-    # and it covers exactly the packets of ring_traffic
-    _, sends = ar.ring_traffic([np.zeros(length, np.float32)] * n, packet=p)
-    assert sum(kind != "last" for r in range(n) for *_, kind in ar.rank_schedule(r, plan, lag)) == len(sends)
+    # and it covers exactly the packets of ring_traffic, at the same steps
+    _, sends = ar.ring_traffic([np.zeros(length, np.float32)] * n, packet=p, op=op)
+    sent = sorted((r, ph, k) for r in range(n) for ph, k, c, kind in ar.rank_schedule(r, plan, lag, op)
+                  if ar.sends_in(kind))
+    assert sent == sorted((s.src, s.step, (s.offset - plan.chunk(s.chunk).start) // p) for s in sends)
+
+
+@pytest.mark.parametrize("codec", ["none", "bf16", "bfp4"])
+def test_halves_traffic_and_bound(rng, codec):
+    """The reduce-scatter sends exactly the all-reduce's first N-1 steps; the all-gather's packets carry
+    Q of each owner's input and decode to ar.allgather; each bound is that half's busiest link."""
+    n, length, p = 5, 1234, 32
+    x = grads(rng, n, length)
+    plan, full = ar.ring_traffic(x, codec=codec, packet=p)
+    _, rs = ar.ring_traffic(x, codec=codec, packet=p, op="reduce_scatter")
+    _, ag = ar.ring_traffic(x, codec=codec, packet=p, op="allgather")
+    assert rs == [s for s in full if s.step < n - 1]
+    assert [(s.step, s.src, s.offset) for s in ag] == [(s.step, s.src, s.offset) for s in full if s.allgather]
+    want = ar.allgather(x, codec=codec, packet=p)
+    for s in ag:
+        got = nm.decompress(s.payload, codec, s.count) if codec != "none" else np.frombuffer(s.payload, np.float32)
+        assert np.array_equal(got.view(np.uint32), want[0, s.offset:s.offset + s.count].view(np.uint32))
+    b = {op: ar.ring_bound_cycles(n, length, 10.0, codec, p, op=op) for op in ar.OPS}
+    assert b["reduce_scatter"] + b["allgather"] >= b["allreduce"] >= max(b["reduce_scatter"], b["allgather"])
+    for op, sends in (("reduce_scatter", rs), ("allgather", ag)):
+        per_link = [sum(len(s.payload) + 98 for s in sends if s.src == r) for r in range(n)]
+        assert b[op] == pytest.approx(max(per_link) / 10.0)
+    with pytest.raises(ValueError, match="op must be one of"):
+        ar.ring_traffic(x, op="broadcast")
 
 
 def test_schedule_model_meets_the_bound_without_latency():

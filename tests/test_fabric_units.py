@@ -161,13 +161,14 @@ def test_link_latency_and_rate(rng):
 @pytest.mark.parametrize("n, length, p, lag", [(2, 100, 16, 1), (3, 1000, 16, 2), (4, 100, 256, 1),
                                               (5, 5000, 64, 3), (8, 777, 16, 4), (8, 5, 64, 4),
                                               (3, 100, 64, 2)])
-def test_ring_sequencer_matches_schedule(n, length, p, lag):
+@pytest.mark.parametrize("op", ["allreduce", "reduce_scatter", "allgather"])
+def test_ring_sequencer_matches_schedule(n, length, p, lag, op):
     from host_driver import allreduce as ar
     from hdl.ring_sequencer import KINDS, RingSequencer, plan_fields
     plan = ar.Plan(n, length, p)
     for rank in sorted({0, n - 1, n // 2, n - 2}):
         want = []
-        for ph, k, c, kind in ar.rank_schedule(rank, plan, lag):
+        for ph, k, c, kind in ar.rank_schedule(rank, plan, lag, op):
             s = plan.chunk(c)
             want.append((ph, KINDS[kind], c, k, s.start + k * p, min(p, s.stop - s.start - k * p)))
         dut = RingSequencer()
@@ -176,7 +177,7 @@ def test_ring_sequencer_matches_schedule(n, length, p, lag):
         sim.add_clock(1e-8)
 
         async def bench(ctx):
-            for name, v in plan_fields(plan, rank, lag).items():
+            for name, v in plan_fields(plan, rank, lag, op).items():
                 ctx.set(getattr(dut.plan, name), v)
             ctx.set(dut.start, 1)
             await ctx.tick()
