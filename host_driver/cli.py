@@ -7,8 +7,9 @@ Subcommands (more arrive with the packet path, the DMA engine and the collective
 * ``ainic verilog [--top T] [--width W]``: export synthesizable tops to ``build/verilog/``.
 * ``ainic replay --pcap FILE [--sim S] [--width W] [--json OUT]``: feed a capture through the RTL receive
   parser and print a verdict per frame (accepted, or dropped and why) and the counters.
-* ``ainic demo --nodes N --elements L --codec C --sim model [...]``: an all-reduce across N nodes, every
-  rank checked against the golden model, with a summary table (``--json``, ``--save``, ``--pcap``).
+* ``ainic demo --nodes N --elements L --codec C --sim model|verilator|icarus [--op OP] [...]``: a collective
+  (all-reduce by default) across N nodes, every rank checked against the golden model, with a summary
+  table (``--json``, ``--save``, ``--pcap``).
 * ``ainic toolchain``: check that the simulators and Yosys run, and print their versions.
 """
 
@@ -19,6 +20,7 @@ import sys
 
 import numpy as np
 
+from . import allreduce as ar
 from . import numerics as nm
 
 
@@ -106,8 +108,7 @@ def _toolchain(args) -> int:
 
 
 def _demo(args) -> int:
-    from . import allreduce as ar
-    from .cluster import Cluster
+    from .cluster import MODEL_OPS, Cluster
     n, dtype = args.nodes, args.dtype
     if args.inputs:
         if len(args.inputs) != n:
@@ -136,26 +137,43 @@ def _demo(args) -> int:
             sim_runner.build(args.sim, f"cluster_n{n}", args.width, args.waves)
             print(f"ainic demo: built in {time.time() - t:.1f} s; simulating {n} x {x[0].size:,} elements ...",
                   flush=True)
-        results, stats = cluster.allreduce(x)
+        results, stats = cluster.collective(args.op, x)
     except (ValueError, TypeError, NotImplementedError) as exc:
         print(f"ainic demo: {exc}", file=sys.stderr)
         return 2
-    want = ar.allreduce(x, args.codec, dtype, args.packet)
+    op = args.op
+    want = MODEL_OPS[op](x, args.codec, dtype, args.packet)
     bad = [r for r in range(n) if not np.array_equal(results[r].view(np.uint32), want[r].view(np.uint32))]
-    same = all(np.array_equal(results[0].view(np.uint32), results[r].view(np.uint32)) for r in range(n))
-    exact = np.sum(np.stack(x).astype(np.float64), axis=0)
-    err = float(np.sqrt(np.mean((results[0].astype(np.float64) - exact) ** 2)) / max(np.sqrt(np.mean(exact ** 2)), 1e-300))
+    # the reduce-scatter leaves each rank a different chunk: "identical" then means the owned chunks
+    # put together are the all-reduce's result
+    plan = ar.Plan(n, x[0].size, args.packet)
+    if op == "reduce_scatter":
+        got = np.zeros_like(results[0])
+        for r in range(n):
+            own = plan.chunk((r + 1) % n)
+            got[own] = results[r][own]
+        same = bool(np.array_equal(got.view(np.uint32), ar.allreduce(x, args.codec, dtype, args.packet)[0].view(np.uint32)))
+    else:
+        got = results[0]
+        same = all(np.array_equal(results[0].view(np.uint32), results[r].view(np.uint32)) for r in range(n))
+    if op == "allgather":           # exact: every contribution as it was
+        exact = np.concatenate([x[(c - 1) % n][plan.chunk(c)] for c in range(n)]).astype(np.float64)
+    else:
+        exact = np.sum(np.stack(x).astype(np.float64), axis=0)
+    err = float(np.sqrt(np.mean((got.astype(np.float64) - exact) ** 2)) / max(np.sqrt(np.mean(exact ** 2)), 1e-300))
     d = stats.as_dict()
     d.update({"bit_exact": not bad, "identical_on_all_ranks": same, "rms_relative_error_vs_fp64": err})
     L = x[0].size
-    busbw = 2 * (n - 1) / n * 4 * L / stats.link_bytes_per_cycle if n > 1 else 0.0
+    halves = 1 if op == "allreduce" else 0.5
+    busbw = halves * 2 * (n - 1) / n * 4 * L / stats.link_bytes_per_cycle if n > 1 else 0.0
     cyc = "—" if stats.cycles is None else f"{stats.cycles:,}"
     eff = "—" if stats.efficiency is None else f"{stats.efficiency:.3f}"
-    print(f"ainic demo: {n} nodes x {L:,} {dtype}, codec {args.codec}, P = {args.packet}, backend {args.sim}")
+    print(f"ainic demo: {op}, {n} nodes x {L:,} {dtype}, codec {args.codec}, P = {args.packet}, backend {args.sim}")
     rows = [
         ("cycles (measured)", cyc + ("  (the model backend has no time)" if stats.cycles is None else "")),
         ("ring bound, cycles / us", f"{stats.bound_cycles:,.0f} / {d['bound_us']:.2f} us at {args.clock_mhz:g} MHz"),
-        ("bus-bandwidth bound 2(N-1)/N*S/B", f"{busbw:,.0f} cycles (no headers, no codec)"),
+        ("bus-bandwidth bound " + ("2(N-1)/N*S/B" if op == "allreduce" else "(N-1)/N*S/B"),
+         f"{busbw:,.0f} cycles (no headers, no codec)"),
         ("efficiency (bound / cycles)", eff),
         ("link", f"{args.link_gbps:g} Gb/s = {stats.link_bytes_per_cycle:.1f} B/cycle"),
         ("frames per link", ", ".join(map(str, stats.frames_per_link))),
@@ -164,7 +182,8 @@ def _demo(args) -> int:
         ("rms error vs exact fp64 sum", f"{err:.3g}"),
         ("bit-exact with golden model", ("yes" if not bad else f"NO: ranks {bad}")
          + (" (the model backend is the golden model)" if args.sim == "model" else "")),
-        ("identical on every rank", "yes" if same else "NO"),
+        ("identical on every rank" if op != "reduce_scatter" else "owned chunks = all-reduce result",
+         "yes" if same else "NO"),
     ]
     if stats.sim_seconds is not None:
         rows[1:1] = [("time at the clock", f"{stats.cycles / args.clock_mhz:,.2f} us"),
@@ -181,7 +200,7 @@ def _demo(args) -> int:
         np.savez(args.save, inputs=np.stack(x), results=results)
     if args.pcap:
         from .pcap import write_pcap
-        write_pcap(args.pcap, [f for _, f in cluster.frames(x)])
+        write_pcap(args.pcap, [f for _, f in cluster.frames(x, op)])
     return 0 if not bad and same and stats.traffic_matches_model is not False else 1
 
 
@@ -208,6 +227,8 @@ def main(argv=None) -> int:
     r.set_defaults(func=_replay)
     d = sub.add_parser("demo", help="all-reduce across N simulated NICs, checked against the golden model")
     d.add_argument("--nodes", type=int, default=4)
+    d.add_argument("--op", default="allreduce", choices=list(ar.OPS),
+                   help="the collective: the whole ring, or either half alone")
     d.add_argument("--elements", type=int, default=1 << 20)
     d.add_argument("--codec", default="bfp8", choices=list(nm.CODECS))
     d.add_argument("--dtype", default="fp32", choices=["fp32", "int32"])

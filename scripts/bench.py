@@ -43,18 +43,24 @@ def allreduce_bench(results, args):
     from host_driver import numerics as nm
     from host_driver.cluster import Cluster
     res = results.setdefault("allreduce", {})
-    cases = [("verilator", n, codec, args.elements) for n in (args.nodes or [4, 8]) for codec in (args.codec or nm.CODECS)]
+    from host_driver.cluster import MODEL_OPS
+    cases = [("verilator", "allreduce", n, codec, args.elements) for n in (args.nodes or [4, 8])
+             for codec in (args.codec or nm.CODECS)]
+    # either half alone, at N = 4
+    cases += [("verilator", op, 4, codec, args.elements) for op in ("reduce_scatter", "allgather")
+              for codec in ("none", "bfp8") if 4 in (args.nodes or [4]) and codec in (args.codec or nm.CODECS)]
     if not args.sim or "icarus" in args.sim:
-        cases.append(("icarus", 4, "bfp8", 16384))
-    for sim, n, codec, L in cases:
+        cases.append(("icarus", "allreduce", 4, "bfp8", 16384))
+    for sim, op, n, codec, L in cases:
         if args.sim and sim not in args.sim:
             continue
-        print(f"bench: all-reduce {sim} N={n} {codec} L={L:,} ...", flush=True)
+        print(f"bench: {op} {sim} N={n} {codec} L={L:,} ...", flush=True)
         rng = np.random.default_rng(n)
         x = [rng.standard_normal(L).astype(np.float32) for _ in range(n)]
-        got, st = Cluster(n, sim, args.width, codec).allreduce(x)
-        want = ar.allreduce(x, codec, "fp32", 256)
-        res.setdefault(sim, {})[f"n{n}_{codec}_L{L}_w{args.width}"] = {
+        got, st = Cluster(n, sim, args.width, codec).collective(op, x)
+        want = MODEL_OPS[op](x, codec, "fp32", 256)
+        key = f"n{n}_{codec}_L{L}_w{args.width}" if op == "allreduce" else f"{op}_n{n}_{codec}_L{L}_w{args.width}"
+        res.setdefault(sim, {})[key] = {
             "cycles": st.cycles, "bound_cycles": round(st.bound_cycles), "efficiency": round(st.efficiency, 4),
             "bit_exact": bool(np.array_equal(got.view(np.uint32), want.view(np.uint32))),
             "traffic_matches_model": st.traffic_matches_model, "frames_per_link": st.frames_per_link[0],
