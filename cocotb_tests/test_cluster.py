@@ -16,6 +16,7 @@ import pytest
 from harness import run, selected_sims
 from host_driver import allreduce as ar
 from host_driver import numerics as nm
+from host_driver import credits
 from host_driver import descriptors as ds
 from host_driver.cluster import HEADER, MODEL_OPS, Cluster
 from host_driver.cluster_rtl import link_rate_fixed
@@ -34,8 +35,9 @@ def inputs(rng, n, L, dtype, extreme=False):
 
 
 def job(name, n, L, codec="none", dtype="fp32", lag=4, repeats=1, memory=None, link_latency=40, seed=0,
-        op="allreduce"):
-    return dict(name=name, nodes=n, width=W, op=op, codec=codec, dtype=dtype, packet=P, lag=lag, elements=L,
+        op="allreduce", packet=P, stagger=0, early=None):
+    return dict(name=name, nodes=n, width=W, op=op, codec=codec, dtype=dtype, packet=packet, lag=lag, elements=L,
+                stagger=stagger, early=early,
                 repeats=repeats, link_latency=link_latency, link_rate=link_rate_fixed(80, 250), memory=memory or {},
                 seed=seed)
 
@@ -56,6 +58,7 @@ def run_jobs(sim, bench, jobs, tmp_path):
         n, L = x.shape
         got = np.load(j["outputs"] + ".results.npy")
         op = j["op"]
+        P = j["packet"]
         want = MODEL_OPS[op](list(x), j["codec"], j["dtype"], P)
         bad = [r for r in range(n) if not np.array_equal(got[r].view(np.uint32), want[r].view(np.uint32))]
         assert not bad, f"{j['name']}: ranks {bad} differ from the golden model " \
@@ -63,9 +66,17 @@ def run_jobs(sim, bench, jobs, tmp_path):
         stats = json.loads(Path(j["outputs"] + ".stats.json").read_text())
         _, model = Cluster(n, "model", W, j["codec"], j["dtype"], P, lag=j["lag"]).collective(op, list(x))
         reps = j["repeats"]
-        assert stats["frames_per_link"] == [reps * f for f in model.frames_per_link], j["name"]
-        assert stats["bytes_per_link"] == [reps * b for b in model.frame_bytes_per_link], j["name"]
+        data = model.data_frames_per_link
+        data_bytes = [b - HEADER * a for b, a in zip(model.frame_bytes_per_link, model.ack_frames_per_link)]
+        # acks: one per ACK_EVERY frames consumed since reset, over all the job's collectives
+        acks = [credits.acks_sent(reps * data[(r - 1) % n]) for r in range(n)]
+        assert stats["frames_per_link"] == [reps * f + a for f, a in zip(data, acks)], j["name"]
+        assert stats["bytes_per_link"] == [reps * b + HEADER * a for b, a in zip(data_bytes, acks)], j["name"]
         assert stats["switch_unknown"] == 0 and stats["memory_violations"] == [0] * n
+        # receive credits: no NIC ever held back a beat its link offered (a MAC would have dropped it)
+        assert stats["rx_stall_cycles"] == [0] * n, (j["name"], stats["rx_stall_cycles"])
+        if j["early"]:                  # the rank before the late one sent at least its credit's worth
+            assert stats["frames_before_last_start"][n - 2] >= j["early"], (j["name"], stats["frames_before_last_start"])
         # int32 near the limits saturates (the golden model's rule): the NICs that saw it say so
         saturated = j["dtype"] == "int32" and op != "allgather" and any(
             ar.allreduce(list(x), dtype="int32", packet=P)[0].view(np.int32) != np.sum(x.astype(np.int64), 0))
@@ -75,10 +86,8 @@ def run_jobs(sim, bench, jobs, tmp_path):
             for i, c in enumerate(cs):
                 assert (c["status"], c["opcode"], c["collective"]) == (0, ds.OPCODES[op], i), c
                 prev = (r - 1) % n
-                assert (c["packets_sent"], c["packets_received"]) == (
-                    model.frames_per_link[r], model.frames_per_link[prev]), (j["name"], r, c)
-                assert (c["bytes_sent"], c["bytes_received"]) == (
-                    model.frame_bytes_per_link[r], model.frame_bytes_per_link[prev]), (j["name"], r, c)
+                assert (c["packets_sent"], c["packets_received"]) == (data[r], data[prev]), (j["name"], r, c)
+                assert (c["bytes_sent"], c["bytes_received"]) == (data_bytes[r], data_bytes[prev]), (j["name"], r, c)
                 assert c["host_bytes"] == 4 * L and c["cycles"] > 0
 
 
@@ -103,7 +112,10 @@ PLANS = {
                          job("n4_rs_int32", 4, 1001, dtype="int32", op="reduce_scatter"),
                          job("n4_rs_b2b", 4, 700, "fp16", op="reduce_scatter", repeats=2),
                          job("n4_ag_bfp8", 4, 2001, "bfp8", op="allgather", memory=THROTTLED),
-                         job("n2_ag_on_n4", 2, 333, "bf16", op="allgather")],
+                         job("n2_ag_on_n4", 2, 333, "bf16", op="allgather"),
+                         # rank 1 starts 20,000 cycles late: rank 0 runs ahead as far as its schedule lets it,
+                         # its frames wait in rank 1's buffer, and rank 1's port never pushes back
+                         job("n2_late_rank", 2, 20000, "bfp8", lag=16, stagger=20000, early=16)],
 }
 
 

@@ -23,7 +23,8 @@ class ClusterBench(wiring.Component):
 
     Ports per node i: ``n<i>_s_axil`` (registers), ``n<i>_irq``, ``n<i>_mem_*`` (host memory model, backdoor
     files ``hostmem<i>_load.hex`` / ``hostmem<i>_dump.hex`` in the working directory), ``n<i>_mac``,
-    ``n<i>_up_frames`` / ``n<i>_up_bytes`` (what NIC i sent). The NIC is instantiated from its exported
+    ``n<i>_up_frames`` / ``n<i>_up_bytes`` (what NIC i sent), ``n<i>_rx_stalls`` (cycles NIC i held its
+    receive port back while a beat waited: a real MAC would have dropped it). The NIC is instantiated from its exported
     Verilog, the fabric is Amaranth.
 
     Every top-level input, the reset included, goes through a flip-flop (the AXI4-Lite ports through an
@@ -52,6 +53,7 @@ class ClusterBench(wiring.Component):
             members[f"n{i}_mac"] = In(48)
             members[f"n{i}_up_frames"] = Out(32)
             members[f"n{i}_up_bytes"] = Out(48)
+            members[f"n{i}_rx_stalls"] = Out(32)
             members.update(memory_members(f"n{i}_mem_"))
         super().__init__(members)
 
@@ -92,6 +94,11 @@ class ClusterBench(wiring.Component):
                          sw.cfg_mac[i].eq(registered(getattr(self, f"n{i}_mac"))),
                          getattr(self, f"n{i}_up_frames").eq(up.stat_frames),
                          getattr(self, f"n{i}_up_bytes").eq(up.stat_bytes)]
+            # cycles in which NIC i refused a beat its downlink offered: a MAC cannot wait, so with
+            # receive credits this must stay 0
+            stalls = getattr(self, f"n{i}_rx_stalls")
+            with m.If(d.tvalid & ~rx.tready):
+                m.d.sync += stalls.eq(stalls + 1)
         # the reset is a top-level input too: every flip-flop's next-state logic reads it, so all of it
         # would be input-combinational. The bench runs in domain "core", whose reset is `rst` registered.
         top = Module()

@@ -7,14 +7,18 @@ from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from host_driver import protocol as proto
+
+from host_driver import credits as cr
 from .axis import AxiStreamSignature, check_width
-from .codec import CODEC_BITS
+from .codec import CODEC_BITS, payload_bytes
+from .headers import FRAME_HEADER_BYTES
 from .compressor import Compressor
 from .decompressor import Decompressor
 from .dma_reader import DmaCommand
 from .reduction_unit import ReductionUnit
 from .ring_sequencer import KINDS, Item, PlanLayout, RingSequencer
-from .rx_item_check import FIELDS, RxCheckConfig, RxItemCheck
+from .rx_item_check import FIELDS, RxCheckConfig, RxItemCheck, RxMeta
 from .rx_parser import META_BITS
 from .stream_fifo import StreamFifo
 from .stream_fork import StreamFork
@@ -38,8 +42,12 @@ STAGES = {
 }
 
 EngineConfig = data.StructLayout({
-    "plan": PlanLayout, "header": HeaderConfig, "prev_ip": 32, "src": 64, "dst": 64,
+    "plan": PlanLayout, "header": HeaderConfig, "prev_ip": 32, "prev_mac": 48, "src": 64, "dst": 64,
 })
+
+#: the engine's data frames since reset (acks not included); a completion reports the difference
+NetCounters = data.StructLayout({"tx_frames": 32, "tx_bytes": 64, "rx_frames": 32, "rx_bytes": 64})
+OPCODE_ACK = 2
 
 EngineStatus = data.StructLayout({
     "read_resp": 2,         # worst AXI response of the own-data reads
@@ -144,6 +152,7 @@ class CollectiveEngine(wiring.Component):
             "rx_payload": In(AxiStreamSignature(W)),
             "tx_meta": Out(AxiStreamSignature(TxMeta.size)),
             "tx_payload": Out(AxiStreamSignature(W)),
+            "net": Out(NetCounters),
         })
 
     def elaborate(self, platform):
@@ -230,13 +239,35 @@ class CollectiveEngine(wiring.Component):
                      fork1.enable_a.eq(~f1.kind_is(SCATTER_END)), fork1.enable_b.eq(f1.kind_is(*TO_HOST_FROM_FORK1)),
                      f1.done.eq(t & comp.m_axis.tlast)]
 
+        # -- receive credits (host_driver/credits.py): acks from the next rank raise this rank's limits --------
+        # Every header from the parser is taken at once: acks update the limits, data headers wait in
+        # rx_meta_q (room for RX_FRAMES, which credits never exceed), so an ack is never stuck behind data.
+        B = W // 8
+        shift = B.bit_length() - 1
+        limit_frames = Signal(32, init=cr.RX_FRAMES)
+        limit_beats = Signal(32, init=cr.advertised_beats(W))
+        sent_frames, sent_beats = Signal(32), Signal(32)
+        used_frames, used_beats = Signal(32), Signal(32)        # consumed here, since reset
+        acked_at = Signal(32)
+        m.submodules.rx_meta_q = rx_meta_q = fifo.SyncFIFOBuffered(width=META_BITS, depth=cr.RX_FRAMES)
+        rmeta = data.View(RxMeta, self.rx_meta.tdata)
+        is_ack = rmeta.ainic.opcode == OPCODE_ACK
+        nodes = cfg.header.nodes
+        next_rank = Mux(cfg.header.rank == nodes - 1, 0, cfg.header.rank + 1)
+        m.d.comb += [
+            self.rx_meta.tready.eq(is_ack | rx_meta_q.w_rdy),
+            rx_meta_q.w_data.eq(self.rx_meta.tdata), rx_meta_q.w_en.eq(self.rx_meta.tvalid & ~is_ack),
+        ]
+        with m.If(self.rx_meta.tvalid & is_ack & (rmeta.ainic.src_rank == next_rank)):
+            m.d.sync += [limit_frames.eq(rmeta.ainic.psn), limit_beats.eq(rmeta.ainic.offset)]
+
         # -- receive: headers checked against the items, payload routed --------------------------------------
         rq = q["receive"]
         m.d.comb += [
             rx_check.items.valid.eq(rq.fifo.r_rdy), rx_check.items.payload.eq(rq.fifo.r_data),
-            rx_check.s_meta.tdata.eq(self.rx_meta.tdata), rx_check.s_meta.tkeep.eq(self.rx_meta.tkeep),
-            rx_check.s_meta.tlast.eq(self.rx_meta.tlast), rx_check.s_meta.tvalid.eq(self.rx_meta.tvalid),
-            self.rx_meta.tready.eq(rx_check.s_meta.tready),
+            rx_check.s_meta.tdata.eq(rx_meta_q.r_data), rx_check.s_meta.tkeep.eq(-1),
+            rx_check.s_meta.tlast.eq(1), rx_check.s_meta.tvalid.eq(rx_meta_q.r_rdy),
+            rx_meta_q.r_en.eq(rx_check.s_meta.tready),
         ]
         # the receive queue's current item is the checked one (RxItemCheck is combinational)
         checked_take = rq.follow(rx_check.checked.valid, rx_check.checked.payload.item)
@@ -252,6 +283,14 @@ class CollectiveEngine(wiring.Component):
             rq.done.eq((t1 | t2) & rx.tlast),
             fork2.enable_a.eq(rq.kind_is(FORWARD)), fork2.enable_b.eq(1),
         ]
+        # what this rank consumed (frames, buffer beats) and its data-frame counters
+        rx_bytes = Signal(64)
+        rx_plen = payload_bytes(m, codec, rq.item.count, "rx_plen")
+        with m.If(t1 | t2):
+            m.d.sync += used_beats.eq(used_beats + 1)
+        with m.If(rq.done):
+            m.d.sync += [used_frames.eq(used_frames + 1), rx_bytes.eq(rx_bytes + FRAME_HEADER_BYTES + rx_plen)]
+        m.d.comb += [self.net.rx_frames.eq(used_frames), self.net.rx_bytes.eq(rx_bytes)]
         wiring.connect(m, d_rx.m_axis, ru.s_axis_a)
 
         # FIFOs behind the forks' branches that wait on another stage (D_out for final and forwarded packets,
@@ -265,12 +304,49 @@ class CollectiveEngine(wiring.Component):
             fifos[name] = f.m_axis
 
         # -- transmit: header record + payload (fork 1 for own packets, fork 2 for forwarded ones) ----------
+        # A packet is sent only within the next rank's limits: one frame, and its payload's beats.
         tq = q["transmit"]
+        next_item = data.View(Item, tq.fifo.r_data)
+        tx_plen = payload_bytes(m, codec, next_item.count, "tx_plen")
+        tx_beats = Signal(32)
+        frames_left, beats_left = Signal(32), Signal(32)
+        credit = Signal()
         m.d.comb += [
-            tx_hdr.items.valid.eq(tq.fifo.r_rdy & tq.free), tx_hdr.items.payload.eq(tq.fifo.r_data),
-            tq.fifo.r_en.eq(tq.follow(tq.fifo.r_rdy & tx_hdr.items.ready, tq.fifo.r_data)),
+            tx_beats.eq((tx_plen + B - 1) >> shift),
+            frames_left.eq(limit_frames - sent_frames), beats_left.eq(limit_beats - sent_beats),
+            credit.eq(~frames_left[31] & (frames_left != 0) & ~beats_left[31] & (beats_left >= tx_beats)),
+            tx_hdr.items.valid.eq(tq.fifo.r_rdy & tq.free & credit), tx_hdr.items.payload.eq(tq.fifo.r_data),
+            tq.fifo.r_en.eq(tq.follow(tq.fifo.r_rdy & tx_hdr.items.ready & credit, tq.fifo.r_data)),
         ]
-        wiring.connect(m, tx_hdr.m_meta, wiring.flipped(self.tx_meta))
+        with m.If(tq.fifo.r_en):
+            m.d.sync += [sent_frames.eq(sent_frames + 1), sent_beats.eq(sent_beats + tx_beats)]
+
+        # Acks to the previous rank (every ACK_EVERY consumed frames) go out between data frames, first.
+        ack = Signal(TxMeta)
+        ah = ack.ainic
+        ack_due = Signal()
+        m.d.comb += [
+            ack_due.eq((used_frames - acked_at)[:32] >= cr.ACK_EVERY),
+            ah.version.eq(proto.VERSION), ah.opcode.eq(OPCODE_ACK),
+            ah.job.eq(cfg.header.job), ah.collective.eq(cfg.header.collective),
+            ah.src_rank.eq(cfg.header.rank), ah.dst_rank.eq(Mux(cfg.header.rank == 0, nodes - 1, cfg.header.rank - 1)),
+            ah.psn.eq(used_frames + cr.RX_FRAMES), ah.offset.eq(used_beats + cr.advertised_beats(W)),
+            ack.dst_ip.eq(cfg.prev_ip), ack.dst_mac.eq(cfg.prev_mac),
+        ]
+        hm, tm = tx_hdr.m_meta, self.tx_meta
+        m.d.comb += [
+            tm.tdata.eq(Mux(ack_due, ack, hm.tdata)), tm.tkeep.eq(-1), tm.tlast.eq(1),
+            tm.tvalid.eq(ack_due | hm.tvalid), hm.tready.eq(tm.tready & ~ack_due),
+        ]
+        with m.If(ack_due & tm.tready):
+            # one ack per ACK_EVERY frames (it reports what was consumed when it leaves, maybe a little more)
+            m.d.sync += acked_at.eq(acked_at + cr.ACK_EVERY)
+        tx_frames, tx_bytes = Signal(32), Signal(64)
+        sent_meta = data.View(TxMeta, hm.tdata)
+        hdr_plen = payload_bytes(m, sent_meta.ainic.codec, sent_meta.ainic.count, "hdr_plen")
+        with m.If(hm.tvalid & hm.tready):
+            m.d.sync += [tx_frames.eq(tx_frames + 1), tx_bytes.eq(tx_bytes + FRAME_HEADER_BYTES + hdr_plen)]
+        m.d.comb += [self.net.tx_frames.eq(tx_frames), self.net.tx_bytes.eq(tx_bytes)]
         tp = self.tx_payload
         fwd = tq.kind_is(FORWARD)
         a1, a2 = fork1.m_axis_a, fifos["f2a"]

@@ -9,7 +9,7 @@ from host_driver import regmap as rm
 from .axi import RESP_SLVERR
 from .axis import AxiStreamSignature, check_width
 from .codec import CODEC_BITS, CODEC_NONE
-from .collective_engine import EngineStatus
+from .collective_engine import EngineStatus, NetCounters
 from .dma_reader import DmaCommand
 from .plan_calculator import PlanCalculator
 from .ring_sequencer import PlanLayout
@@ -23,8 +23,6 @@ RingConfig = data.StructLayout({
     "enable": 1, "sq_base": 64, "sq_size_log2": 5, "cq_base": 64, "cq_size_log2": 5, "cq_head": 16,
     "world_size": 32, "rank": 32, "packet_elems": 32, "lag": 8,
 })
-#: network counters the completion record reports as differences over the descriptor
-NetCounters = data.StructLayout({"tx_frames": 32, "tx_bytes": 64, "rx_frames": 32, "rx_bytes": 64})
 #: what it reports
 RingStatus = data.StructLayout({"sq_head": 16, "sq_tail": 16, "cq_tail": 16, "completed": 32, "errors": 32})
 ERR = rm.field_masks("ERROR_STATUS")
@@ -255,7 +253,11 @@ class CommandProcessor(wiring.Component):
             with m.State("PLAN"):
                 m.d.sync += plan.start.eq(0)
                 with m.If(plan.done):
-                    m.next = "LAUNCH"
+                    with m.If(plan.lag_ok):
+                        m.next = "LAUNCH"
+                    with m.Else():
+                        m.d.sync += [status.eq(S["ring_too_large"]), timing.eq(0)]
+                        m.next = "COMPLETE"
             with m.State("LAUNCH"):
                 m.d.comb += [self.engine_start.eq(1), self.engine_active.eq(1)]
                 m.next = "COLLECTIVE"

@@ -4,6 +4,7 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from host_driver import credits as cr
 from host_driver import protocol as proto
 from host_driver import regmap as rm
 from .axi import AxiSignature
@@ -41,7 +42,8 @@ class Nic(wiring.Component):
     Local copies run in the command processor with the DMA engine and codec loop; ALLREDUCE descriptors run
     in the :class:`CollectiveEngine`, which owns the DMA ports for their duration and talks to the network
     through the :class:`RxParser` and :class:`TxBuilder`. Received frames wait in the parser's buffer until
-    the engine asks for them (backpressure on ``s_axis_rx``), so a peer may start earlier.
+    the engine asks for them, so a peer may start earlier; receive credits (``host_driver/credits.py``)
+    keep every sender within that buffer, so ``s_axis_rx`` never has to push back on a MAC.
     """
 
     def __init__(self, width: int = 512):
@@ -56,7 +58,7 @@ class Nic(wiring.Component):
         m.submodules.dma = dma = DmaEngine(W)
         m.submodules.loop = loop = CodecLoop(W)
         m.submodules.engine = eng = CollectiveEngine(W)
-        m.submodules.rx = rx = RxParser(W)
+        m.submodules.rx = rx = RxParser(W, buffer_beats=cr.buffer_beats(W))
         m.submodules.tx = tx = TxBuilder(W)
         wiring.connect(m, wiring.flipped(self.s_axil), regs.s_axil)
         wiring.connect(m, dma.m_axi, wiring.flipped(self.m_axi))
@@ -109,12 +111,12 @@ class Nic(wiring.Component):
         nxt = Signal(6)
         prv = Signal(6)
         m.d.comb += [nxt.eq(Mux(rank == nodes - 1, 0, rank + 1)), prv.eq(Mux(rank == 0, nodes - 1, rank - 1))]
-        next_mac, next_ip, prev_ip = Signal(48), Signal(32), Signal(32)
+        next_mac, next_ip, prev_mac, prev_ip = Signal(48), Signal(32), Signal(48), Signal(32)
         m.d.sync += [next_mac.eq(Cat(c.peer_mac_lo[nxt], c.peer_mac_hi[nxt][:16])), next_ip.eq(c.peer_ip[nxt]),
-                     prev_ip.eq(c.peer_ip[prv])]
+                     prev_mac.eq(Cat(c.peer_mac_lo[prv], c.peer_mac_hi[prv][:16])), prev_ip.eq(c.peer_ip[prv])]
         ec, h, d = eng.cfg, eng.cfg.header, cmd.desc
         m.d.comb += [
-            ec.plan.eq(cmd.plan), ec.prev_ip.eq(prev_ip), ec.src.eq(d.src), ec.dst.eq(d.dst),
+            ec.plan.eq(cmd.plan), ec.prev_ip.eq(prev_ip), ec.prev_mac.eq(prev_mac), ec.src.eq(d.src), ec.dst.eq(d.dst),
             h.rank.eq(c.rank), h.nodes.eq(c.world_size), h.codec.eq(d.codec), h.dtype.eq(d.dtype),
             h.job.eq(c.job_id), h.collective.eq(d.collective), h.next_mac.eq(next_mac), h.next_ip.eq(next_ip),
             eng.start.eq(cmd.engine_start),
@@ -134,21 +136,19 @@ class Nic(wiring.Component):
         wiring.connect(m, eng.tx_payload, tx.s_axis)
         wiring.connect(m, tx.m_axis, wiring.flipped(self.m_axis_tx))
 
-        # -- network counters: registers and the completion record ----------------------------------------------
-        tx_frames, rx_frames = Signal(32), Signal(32)
-        tx_bytes, rx_bytes = Signal(64), Signal(64)
-        for port, frames, nbytes, name in ((self.m_axis_tx, tx_frames, tx_bytes, "tx"),
-                                           (self.s_axis_rx, rx_frames, rx_bytes, "rx")):
+        # -- network counters: registers (every frame on the ports, acks included) -----------------------------
+        tx_frames = Signal(32)
+        tx_bytes, rx_bytes = Signal(32), Signal(32)
+        for port, nbytes, name in ((self.m_axis_tx, tx_bytes, "tx"), (self.s_axis_rx, rx_bytes, "rx")):
             n = keep_count(m, port.tkeep, f"{name}_beat_bytes")
             with m.If(port.tvalid & port.tready):
                 m.d.sync += nbytes.eq(nbytes + n)
-                with m.If(port.tlast):
-                    m.d.sync += frames.eq(frames + 1)
+        with m.If(self.m_axis_tx.tvalid & self.m_axis_tx.tready & self.m_axis_tx.tlast):
+            m.d.sync += tx_frames.eq(tx_frames + 1)
         m.d.comb += [
-            cmd.net.tx_frames.eq(tx_frames), cmd.net.tx_bytes.eq(tx_bytes),
-            cmd.net.rx_frames.eq(rx_frames), cmd.net.rx_bytes.eq(rx_bytes),
-            st.tx_frames.eq(tx_frames), st.tx_bytes.eq(tx_bytes[:32]),
-            st.rx_accepted.eq(rx.stat_accepted), st.rx_bytes.eq(rx_bytes[:32]),
+            cmd.net.eq(eng.net),            # a completion counts its collective's data frames (acks apart)
+            st.tx_frames.eq(tx_frames), st.tx_bytes.eq(tx_bytes),
+            st.rx_accepted.eq(rx.stat_accepted), st.rx_bytes.eq(rx_bytes),
         ]
         for i, reason in enumerate(proto.DROP_REASONS):
             m.d.comb += getattr(st, f"rx_drop_{reason}").eq(rx.stat_drops[i])

@@ -4,6 +4,7 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from host_driver import credits as cr
 from .ring_sequencer import PlanLayout
 
 
@@ -47,13 +48,15 @@ class SerialDivider(wiring.Component):
 class PlanCalculator(wiring.Component):
     """``plan`` for ``elements`` L over ``nodes`` N with ``packet`` P (host_driver.allreduce.Plan):
     K = ceil(L / (N P)) P, full chunks = floor(L / K), the rest's packets and last-packet size. Three
-    divisions, about 100 cycles after ``start``; ``done`` pulses when ``plan`` holds (rank, lag and op
-    are passed through)."""
+    divisions, about 100 cycles after ``start``; ``done`` pulses when ``plan`` holds (rank and op are
+    passed through). Two more divisions bound the lag by what the receive buffer holds
+    (``host_driver.credits.max_lag``): ``plan.lag`` = min(``lag``, that bound), and ``lag_ok`` is low
+    when not even lag 1 fits (the collective must not start)."""
 
     def __init__(self):
         super().__init__({
             "elements": In(32), "nodes": In(7), "packet": In(11), "rank": In(6), "lag": In(8), "op": In(2),
-            "start": In(1), "plan": Out(PlanLayout), "done": Out(1),
+            "start": In(1), "plan": Out(PlanLayout), "done": Out(1), "lag_ok": Out(1),
         })
 
     def elaborate(self, platform):
@@ -64,7 +67,7 @@ class PlanCalculator(wiring.Component):
         K = Signal(32)
         rest = Signal(32)
         m.d.sync += [div.start.eq(0), self.done.eq(0)]
-        m.d.comb += [pl.rank.eq(self.rank), pl.nodes.eq(self.nodes), pl.packet.eq(P), pl.lag.eq(self.lag), pl.op.eq(self.op)]
+        m.d.comb += [pl.rank.eq(self.rank), pl.nodes.eq(self.nodes), pl.packet.eq(P), pl.op.eq(self.op)]
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
@@ -85,7 +88,23 @@ class PlanCalculator(wiring.Component):
             with m.State("REST"):
                 with m.If(div.done):
                     # ceil(rest / P) packets; the last holds rest - (packets - 1) P elements
-                    m.d.sync += [pl.rest_packets.eq(div.quotient), self.done.eq(1),
-                                 pl.rest_last.eq(Mux(rest == 0, P, rest - (div.quotient - 1) * P))]
+                    m.d.sync += [pl.rest_packets.eq(div.quotient),
+                                 pl.rest_last.eq(Mux(rest == 0, P, rest - (div.quotient - 1) * P)),
+                                 div.dividend.eq(cr.RX_BUFFER_BYTES), div.divisor.eq(P << 2), div.start.eq(1)]
+                    m.next = "FIT"
+            with m.State("FIT"):
+                with m.If(div.done):
+                    q = Mux(div.quotient > cr.RX_FRAMES, cr.RX_FRAMES, div.quotient)
+                    # q = frames the receive buffer holds: min(RX_FRAMES, RX_BUFFER_BYTES // 4P)
+                    m.d.sync += [div.dividend.eq(Mux(q > cr.ACK_MARGIN, q - cr.ACK_MARGIN, 0)),
+                                 div.divisor.eq(2 * self.nodes - 2), div.start.eq(1)]
+                    m.next = "LAG"
+            with m.State("LAG"):
+                with m.If(div.done):
+                    # max_lag = quotient - 1 (>= 0); the plan runs min(lag, max_lag)
+                    bound = Signal(32)
+                    m.d.comb += bound.eq(Mux(div.quotient > 256, 255, Mux(div.quotient == 0, 0, div.quotient - 1)))
+                    m.d.sync += [pl.lag.eq(Mux(self.lag < bound, self.lag, bound)), self.lag_ok.eq(bound != 0),
+                                 self.done.eq(1)]
                     m.next = "IDLE"
         return m

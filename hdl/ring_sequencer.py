@@ -127,10 +127,13 @@ class RingSequencer(wiring.Component):
 
 
 def plan_fields(plan, rank: int, lag: int, op: str = "allreduce") -> dict:
-    """The PlanLayout values for a ``host_driver.allreduce.Plan`` (what the command processor computes)."""
+    """The PlanLayout values for a ``host_driver.allreduce.Plan`` (what the command processor computes;
+    the lag is bounded by the receive buffer, ``host_driver.credits``)."""
     kp = plan.chunk_elems // plan.packet
     full = plan.elements // plan.chunk_elems
     rest = plan.elements - full * plan.chunk_elems
-    return {"rank": rank, "nodes": plan.nodes, "packet": plan.packet, "lag": lag, "chunk_packets": kp,
+    from host_driver.credits import effective_lag
+    return {"rank": rank, "nodes": plan.nodes, "packet": plan.packet,
+            "lag": effective_lag(lag, plan.nodes, plan.packet), "chunk_packets": kp,
             "full_chunks": full, "rest_packets": -(-rest // plan.packet),
             "rest_last": (rest - 1) % plan.packet + 1 if rest else plan.packet, "op": OPS[op]}

@@ -29,13 +29,14 @@ class RxParser(wiring.Component):
     * Backpressure: ``s_axis.tready`` is a registered check of buffer room; nothing accepted is lost.
     """
 
-    def __init__(self, width: int = 512):
+    def __init__(self, width: int = 512, buffer_beats: int = None):
         self.width = check_width(width, self)
         nbytes = width // 8
         self.header_beats = -(-FRAME_HEADER_BYTES // nbytes)
         self.offset = FRAME_HEADER_BYTES % nbytes            # payload's first byte within its beat
         self.payload_cap = -(-(4 * MAX_P) // nbytes) + 1      # beats the largest valid payload needs
-        self.depth = 1 << (2 * self.payload_cap + 4).bit_length()
+        # payload buffer entries: a power of two, at least two of the largest payloads
+        self.depth = 1 << (max(2 * self.payload_cap + 4, buffer_beats or 0) - 1).bit_length()
         super().__init__({
             "s_axis": In(AxiStreamSignature(width, 1)),
             "m_axis": Out(AxiStreamSignature(width)),

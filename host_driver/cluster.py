@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from . import allreduce as ar
+from . import credits as cr
 from . import numerics as nm
 from . import protocol as proto
 
@@ -44,9 +45,11 @@ class ClusterStats:
     packet: int
     clock_mhz: float
     link_gbps: float
-    frames_per_link: list = field(default_factory=list)       # link r: rank r's uplink
+    frames_per_link: list = field(default_factory=list)       # link r: rank r's uplink (data + acks)
     frame_bytes_per_link: list = field(default_factory=list)  # Ethernet frames without FCS
     payload_bytes_per_link: list = field(default_factory=list)
+    data_frames_per_link: list = field(default_factory=list)  # the collective's packets
+    ack_frames_per_link: list = field(default_factory=list)   # receive-credit acks (to the previous rank)
     bound_cycles: float = 0.0
     cycles: int = None
     efficiency: float = None
@@ -130,17 +133,40 @@ class Cluster:
         return arrays
 
     def frames(self, arrays, op: str = "allreduce"):
-        """Every frame of the collective ``op`` as (sender rank, frame bytes). Each rank's frames come in the
-        order its engine sends them (``allreduce.rank_schedule`` with this cluster's ``lag``), numbered by
-        ``psn`` per link; the ranks are interleaved round-robin."""
+        """Every frame of the collective ``op`` (from a fresh reset) as (sender rank, frame bytes). Each
+        rank's frames come in the order its engine works (``allreduce.rank_schedule`` with the lag the NIC
+        runs), data frames numbered by ``psn`` per link, with an ack to the previous rank after every
+        ``credits.ACK_EVERY`` frames consumed (where the RTL sends it may differ by a frame or two: it
+        goes out as soon as the link is free). The ranks are interleaved round-robin."""
         plan, sends = ar.ring_traffic(self._inputs(arrays), self.codec, self.dtype, self.packet, op)
         by_item = {(s.src, s.step, (s.offset - plan.chunk(s.chunk).start) // self.packet): s for s in sends}
-        order = [[by_item[(r, p, k)] for p, k, _, kind in ar.rank_schedule(r, plan, self.lag, op)
-                  if ar.sends_in(kind)] for r in range(self.nodes)]
+        lag = cr.effective_lag(self.lag, self.nodes, self.packet)       # what the NIC runs
+        n = self.nodes
+        order = []
+        for r in range(n):
+            out, psn, used, beats = [], 0, 0, 0
+            prev = (r - 1) % n
+            for p, k, _, kind in ar.rank_schedule(r, plan, lag, op):
+                if ar.receives_in(kind):
+                    used += 1
+                    beats += cr.payload_beats(self.width, len(by_item[(prev, p - 1, k)].payload))
+                    if used % cr.ACK_EVERY == 0:
+                        out.append(self._ack(r, used, beats))
+                if ar.sends_in(kind):
+                    out.append(self._frame(by_item[(r, p, k)], psn))
+                    psn += 1
+            order.append(out)
         for i in range(max(len(o) for o in order)):
-            for r in range(self.nodes):
+            for r in range(n):
                 if i < len(order[r]):
-                    yield r, self._frame(order[r][i], i)
+                    yield r, order[r][i]
+
+    def _ack(self, r, frames_used, beats_used):
+        prev = (r - 1) % self.nodes
+        return proto.build_frame(
+            b"", dst_mac=rank_mac(prev), src_mac=rank_mac(r), src_ip=rank_ip(r), dst_ip=rank_ip(prev), opcode=2,
+            codec=0, dtype=0, flags=0, src_rank=r, dst_rank=prev, chunk=0, count=0,
+            offset=(beats_used + cr.advertised_beats(self.width)) % 2**32, psn=(frames_used + cr.RX_FRAMES) % 2**32)
 
     def _frame(self, s, psn):
         dst = (s.src + 1) % self.nodes
@@ -181,8 +207,12 @@ class Cluster:
             frames[s.src] += 1
             payload[s.src] += len(s.payload)
             raw[s.src] += 4 * s.count
+        # each rank acks every ACK_EVERY frames it consumed from its predecessor (from a fresh reset)
+        acks = [cr.acks_sent(frames[(r - 1) % n]) if n > 1 else 0 for r in range(n)]
         stats = ClusterStats(n, plan.elements, self.codec, self.dtype, self.packet, self.clock_mhz, self.link_gbps,
-                             frames, [p + HEADER * f for p, f in zip(payload, frames)], payload,
+                             [f + a for f, a in zip(frames, acks)],
+                             [p + HEADER * (f + a) for p, f, a in zip(payload, frames, acks)], payload,
+                             data_frames_per_link=frames, ack_frames_per_link=acks,
                              backend=self.backend, raw_bytes_per_link=raw, width=self.width, op=op,
                              link_latency=self.link_latency if self.backend != "model" else 0)
         stats.bound_cycles = ar.ring_bound_cycles(n, plan.elements, stats.link_bytes_per_cycle, self.codec,
@@ -221,7 +251,7 @@ class Cluster:
         # what the links carried, measured in the fabric (it must equal what the model derives)
         stats.traffic_matches_model = (raw["frames_per_link"] == stats.frames_per_link
                                        and raw["bytes_per_link"] == stats.frame_bytes_per_link
-                                       and stats.nic_packets_sent == stats.frames_per_link)
+                                       and stats.nic_packets_sent == stats.data_frames_per_link)
         stats.frames_per_link = raw["frames_per_link"]
         stats.frame_bytes_per_link = raw["bytes_per_link"]
         stats.payload_bytes_per_link = [b - HEADER * f for b, f in zip(raw["bytes_per_link"], raw["frames_per_link"])]

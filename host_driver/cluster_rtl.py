@@ -1,7 +1,8 @@
 """The cluster harness in a cocotb simulation: N NICs run one job (import only inside a cocotb test).
 
 A *job* is a dict (JSON on disk between the CLI process and the simulator process):
-``nodes, width, op, codec, dtype, packet, lag, elements, repeats, link_latency, link_rate, memory`` (the memory
+``nodes, width, op, codec, dtype, packet, lag, elements, repeats, link_latency, link_rate, memory, stagger``
+(the last rank starts ``stagger`` cycles late; the memory
 model's configuration, as ``HostMemory.configure`` takes it), ``inputs`` (an ``.npy`` of N×L 32-bit words)
 and ``outputs`` (where results and stats go). :func:`run_job` configures every NIC through its registers
 (identity, peer table, rings), loads each rank's tensor through the memory backdoor, posts one descriptor
@@ -13,13 +14,13 @@ import json
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ClockCycles
+from cocotb.triggers import Timer
 
 from . import allreduce as ar
 from . import protocol as proto
 from .cluster import rank_ip, rank_mac
 from .nic import Nic
-from .rtl import RtlBackend, reset_pulse
+from .rtl import CLOCK_NS, RtlBackend, reset_pulse
 
 ADDR_BITS = 24
 
@@ -64,6 +65,7 @@ async def run_job(dut, job: dict) -> dict:
         bufs.append((src, dst))
     start_frames = [int(getattr(dut, f"n{r}_up_frames").value) for r in range(n)]
     start_bytes = [int(getattr(dut, f"n{r}_up_bytes").value) for r in range(n)]
+    start_stalls = [int(getattr(dut, f"n{r}_rx_stalls").value) for r in range(n)]
 
     op = job.get("op", "allreduce")
     plan = ar.Plan(n, L, job["packet"])
@@ -72,8 +74,14 @@ async def run_job(dut, job: dict) -> dict:
     completions = [[] for _ in range(n)]
     t0 = nics[0].backend.cycle()
 
+    stagger = job.get("stagger", 0)
+    early = {}
+
     async def node(r):
         nic, (src, dst) = nics[r], bufs[r]
+        if stagger and r == n - 1:      # the last rank starts `stagger` cycles late
+            await Timer(stagger * CLOCK_NS, unit="ns")
+            early["frames"] = [int(getattr(dut, f"n{q}_up_frames").value) - start_frames[q] for q in range(n)]
         for i in range(job.get("repeats", 1)):
             c = await nic.wait(await nic.submit(op, src=src, dst=dst, count=L, dtype=job["dtype"],
                                                 codec=job["codec"], collective=i), timeout_cycles=timeout)
@@ -83,7 +91,8 @@ async def run_job(dut, job: dict) -> dict:
     for t in tasks:
         await t
     wall = nics[0].backend.cycle() - t0
-    await ClockCycles(dut.clk, 2)
+    # let the last acks (sent as the last frames were consumed) reach the links' counters
+    await Timer(2000 * CLOCK_NS, unit="ns")
     want = np.int32 if job["dtype"] == "int32" else np.float32
     results = np.stack([await nics[r].read(bufs[r][1], L, want) for r in range(n)])
     np.save(job["outputs"] + ".results.npy", results)
@@ -94,6 +103,8 @@ async def run_job(dut, job: dict) -> dict:
         "frames_per_link": [int(getattr(dut, f"n{r}_up_frames").value) - start_frames[r] for r in range(n)],
         "bytes_per_link": [int(getattr(dut, f"n{r}_up_bytes").value) - start_bytes[r] for r in range(n)],
         "switch_unknown": int(dut.sw_unknown.value),
+        "frames_before_last_start": early.get("frames"),
+        "rx_stall_cycles": [int(getattr(dut, f"n{r}_rx_stalls").value) - start_stalls[r] for r in range(n)],
         "memory_violations": [nics[r].backend.memory.stats()["stat_violations"] for r in range(n)],
         "chunk_elems": plan.chunk_elems,
         "warnings": [sorted(nic.warnings) for nic in nics],

@@ -75,6 +75,8 @@ STATUS = {
     20: ("fetch_error", "reading the descriptor itself failed; the completion carries only sq_index"),
     21: ("network_mismatch", "a received packet's header disagreed with the packet the ring expected next "
          "(wrong peer configuration, or a lost or corrupted frame): the result is not reliable"),
+    22: ("ring_too_large", "the receive buffer cannot hold the frames this WORLD_SIZE keeps in flight at this "
+         "PACKET_ELEMS even with lag 1 (host_driver.credits.max_lag): use a smaller PACKET_ELEMS"),
 }
 STATUS_CODE = {name: code for code, (name, _) in STATUS.items()}
 

@@ -33,8 +33,13 @@ def test_capture_fields(tmp_path, rng):
                  "--pcap", str(out), "--json", str(tmp_path / "s.json"), "--save", str(tmp_path / "r.npz")]) == 0
     pkts = [Ether(f) for f in read_pcap(out)]
     hdrs = [p[Ainic] for p in pkts]
-    assert {(h.src_rank, h.dst_rank) for h in hdrs} == {(0, 1), (1, 2), (2, 0)}
-    assert {h.opcode for h in hdrs} == {0, 1} and all(h.codec == nm.CODECS["bf16"] for h in hdrs)
+    data = [h for h in hdrs if h.opcode != 2]
+    assert {(h.src_rank, h.dst_rank) for h in data} == {(0, 1), (1, 2), (2, 0)}
+    assert {h.opcode for h in data} == {0, 1} and all(h.codec == nm.CODECS["bf16"] for h in data)
+    # acks go the other way round the ring, one per 8 frames consumed, with the receiver's limits
+    acks = [h for h in hdrs if h.opcode == 2]
+    assert {(h.src_rank, h.dst_rank) for h in acks} == {(1, 0), (2, 1), (0, 2)}
+    assert sorted(h.psn for h in acks if h.src_rank == 1) == [8 * (i + 1) + 128 for i in range(len(acks) // 3)]
     stats = json.loads((tmp_path / "s.json").read_text())
     assert stats["bit_exact"] and stats["identical_on_all_ranks"] and sum(stats["frames_per_link"]) == len(pkts)
     saved = np.load(tmp_path / "r.npz")
