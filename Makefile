@@ -11,7 +11,7 @@ help:
 	@echo "make sim       RTL regression only (SIM=icarus or SIM=verilator for one simulator)"
 	@echo "make verilog   export every synthesizable top to build/verilog/, and build/ainic_regs.h"
 	@echo "make bench     throughput/latency/simulation speed -> results/bench.json"
-	@echo "make demo      4-node bfp8 all-reduce of 64K fp32 per node through the RTL on Verilator, summary table"
+	@echo "make demo      4-node bfp8 all-reduce of 1M fp32 per node through the RTL on Verilator, summary table"
 
 setup:
 	@./scripts/setup.sh
@@ -36,7 +36,7 @@ bench: $(PY)
 	$(PY) scripts/bench.py $(ARGS)
 
 demo: $(PY)
-	$(PY) -m host_driver.cli demo --nodes 4 --elements 65536 --codec bfp8 --sim verilator
+	$(PY) -m host_driver.cli demo --nodes 4 --elements 1048576 --codec bfp8 --sim verilator
 
 clean:
 	rm -rf build
