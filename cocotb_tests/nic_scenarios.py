@@ -6,6 +6,7 @@ import hashlib
 
 import numpy as np
 
+from host_driver import credits
 from host_driver import descriptors as ds
 from host_driver import numerics as nm
 from host_driver import regmap as rm
@@ -191,7 +192,30 @@ async def ring_errors(nic, r):
     return [c.functional()]
 
 
+async def ring_too_large(nic, r):
+    """A collective whose in-flight frames cannot fit the receive buffer even at lag 1 (16 ranks with
+    1024-element packets, credits.max_lag) completes `ring_too_large` before any traffic; the same
+    descriptor at 256-element packets would be planned (there it is a one-rank copy)."""
+    assert credits.max_lag(16, 1024) == 0 and credits.max_lag(16, 256) >= 1
+    src, dst = nic.alloc(4 * 64), nic.alloc(4 * 64)
+    await nic.write(src, np.arange(64, dtype=np.uint32))
+    await nic.write(dst, np.zeros(64, np.uint32))
+    regs = {"WORLD_SIZE": 16, "RANK": 3, "PACKET_ELEMS": 1024}
+    saved = {k: await nic.read_reg(k) for k in regs}
+    for k, v in regs.items():
+        await nic.write_reg(k, v)
+    c = await nic.wait(await nic.submit("allreduce", src=src, dst=dst, count=64))
+    for k, v in saved.items():
+        await nic.write_reg(k, v)
+    assert c.status_name == "ring_too_large" and c.packets_sent == 0 and c.host_bytes == 0, c
+    assert not np.any(await nic.read(dst, 64, np.uint32))              # nothing written
+    for k in ("IRQ_STATUS", "ERROR_STATUS"):
+        await nic.write_reg(k, 0xFFFFFFFF)
+    return [c.functional()]
+
+
 async def all_scenarios(nic, r):
     await nic.start(packet_elems=int(r.choice([16, 64, 256])))
     return {"copies": await copies(nic, r), "bad": await bad_descriptors(nic, r),
-            "dma_errors": await dma_errors(nic, r), "ring_errors": await ring_errors(nic, r)}
+            "dma_errors": await dma_errors(nic, r), "ring_errors": await ring_errors(nic, r),
+            "ring_too_large": await ring_too_large(nic, r)}

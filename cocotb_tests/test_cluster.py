@@ -20,6 +20,8 @@ from host_driver import credits
 from host_driver import descriptors as ds
 from host_driver.cluster import HEADER, MODEL_OPS, Cluster
 from host_driver.cluster_rtl import link_rate_fixed
+from host_driver.protocol import Ainic
+from scapy.layers.l2 import Ether
 
 W = 64
 P = 64
@@ -35,9 +37,9 @@ def inputs(rng, n, L, dtype, extreme=False):
 
 
 def job(name, n, L, codec="none", dtype="fp32", lag=4, repeats=1, memory=None, link_latency=40, seed=0,
-        op="allreduce", packet=P, stagger=0, early=None):
+        op="allreduce", packet=P, stagger=0, early=None, capture=False):
     return dict(name=name, nodes=n, width=W, op=op, codec=codec, dtype=dtype, packet=packet, lag=lag, elements=L,
-                stagger=stagger, early=early,
+                stagger=stagger, early=early, capture=capture,
                 repeats=repeats, link_latency=link_latency, link_rate=link_rate_fixed(80, 250), memory=memory or {},
                 seed=seed)
 
@@ -75,6 +77,19 @@ def run_jobs(sim, bench, jobs, tmp_path):
         assert stats["switch_unknown"] == 0 and stats["memory_violations"] == [0] * n
         # receive credits: no NIC ever held back a beat its link offered (a MAC would have dropped it)
         assert stats["rx_stall_cycles"] == [0] * n, (j["name"], stats["rx_stall_cycles"])
+        if j["capture"]:                # the fabric's bytes: every data frame = the golden model's, in order
+            got_frames = json.loads(Path(j["outputs"] + ".frames.json").read_text())
+            model_frames = list(Cluster(n, "model", W, j["codec"], j["dtype"], P, lag=j["lag"]).frames(list(x), op))
+            for r in range(n):
+                rtl = [bytes.fromhex(f) for _, q, f in got_frames if q == r]
+                mod = [f for q, f in model_frames if q == r]
+                assert [f for f in rtl if Ether(f)[Ainic].opcode != 2] == [f for f in mod if Ether(f)[Ainic].opcode != 2]
+                # acks: as many as the model's, each reporting at least what the model's did when it left
+                rtl_acks = [Ether(f)[Ainic] for f in rtl if Ether(f)[Ainic].opcode == 2]
+                mod_acks = [Ether(f)[Ainic] for f in mod if Ether(f)[Ainic].opcode == 2]
+                assert len(rtl_acks) == len(mod_acks) == acks[r]
+                assert all(a.psn >= b.psn and a.offset >= b.offset and a.dst_rank == b.dst_rank
+                           for a, b in zip(rtl_acks, mod_acks))
         if j["early"]:                  # the rank before the late one sent at least its credit's worth
             assert stats["frames_before_last_start"][n - 2] >= j["early"], (j["name"], stats["frames_before_last_start"])
         # int32 near the limits saturates (the golden model's rule): the NICs that saw it say so
@@ -98,13 +113,14 @@ PLANS = {
     ("icarus", 2): [job(f"n2_{c}", 2, 301, c) for c in CODECS] + [job("n2_int32", 2, 1000, dtype="int32")],
     ("icarus", 3): [job(f"n3_{c}", 3, 1237, c, lag=2) for c in CODECS]
                    + [job("n3_short", 3, 100, "bfp8")]                          # 100 < 3*64: chunk 2 empty
-                   + [job(f"n3_{op}_{c}", 3, 901, c, op=op) for op in ("reduce_scatter", "allgather")
+                   + [job(f"n3_{op}_{c}", 3, 901, c, op=op, capture=c == "bf16") for op in ("reduce_scatter", "allgather")
                       for c in ("none", "bf16", "bfp4")],
     ("icarus", 5): [job(f"n5_{c}", 5, 777, c, lag=3) for c in CODECS],
     ("icarus", 8): [job(f"n8_{c}", 8, 1043, c) for c in ("none", "bfp8", "bfp4")] + [job("n8_tiny", 8, 5)]
+                   + [job(f"n8_{c}", 8, 555, c, lag=2) for c in ("fp16", "bf16")]
                    + [job("n8_rs_short", 8, 300, "fp16", op="reduce_scatter"),      # chunks 5..7 empty
                       job("n8_ag", 8, 1000, "bfp8", op="allgather", lag=3)],
-    ("verilator", 4): [job(f"n4_{c}", 4, 2001, c) for c in CODECS]
+    ("verilator", 4): [job(f"n4_{c}", 4, 2001, c, capture=c in ("none", "bfp8")) for c in CODECS]
                       + [job("n4_int32", 4, 999, dtype="int32"), job("n4_short", 4, 130, "fp16"),
                          job("n4_b2b", 4, 517, "bfp4", repeats=3),
                          job("n4_throttled", 4, 1500, "bf16", memory=THROTTLED, link_latency=200),

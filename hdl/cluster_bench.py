@@ -9,11 +9,12 @@ from .axil_slice import AxiLiteSlice
 from .axis import check_width
 from .csr import AxiLiteSignature
 from .eth_switch import EthernetSwitch
-from .host_bench import MEMORY_SOURCE, add_host_memory, memory_members
+from .host_bench import MEMORY_SOURCE, SIM_DIR, add_host_memory, memory_members
 from .link_model import LinkModel
 from .nic import nic_signature
 
 MAX_NODES = 16
+CAPTURE_SOURCE = SIM_DIR / "ainic_frame_capture.v"
 
 
 class ClusterBench(wiring.Component):
@@ -24,7 +25,8 @@ class ClusterBench(wiring.Component):
     Ports per node i: ``n<i>_s_axil`` (registers), ``n<i>_irq``, ``n<i>_mem_*`` (host memory model, backdoor
     files ``hostmem<i>_load.hex`` / ``hostmem<i>_dump.hex`` in the working directory), ``n<i>_mac``,
     ``n<i>_up_frames`` / ``n<i>_up_bytes`` (what NIC i sent), ``n<i>_rx_stalls`` (cycles NIC i held its
-    receive port back while a beat waited: a real MAC would have dropped it). The NIC is instantiated from its exported
+    receive port back while a beat waited: a real MAC would have dropped it), ``capture`` (while high, every
+    frame NIC i sends is written to ``capture<i>.txt``: ``ainic_frame_capture``). The NIC is instantiated from its exported
     Verilog, the fabric is Amaranth.
 
     Every top-level input, the reset included, goes through a flip-flop (the AXI4-Lite ports through an
@@ -34,11 +36,13 @@ class ClusterBench(wiring.Component):
     """
 
     @staticmethod
-    def sim_sources(width):
+    def sim_sources(width, nic_top="nic"):
         from .export import export
-        return (MEMORY_SOURCE, export("nic", width))
+        return (MEMORY_SOURCE, CAPTURE_SOURCE, export(nic_top, width))
 
-    def __init__(self, nodes: int, width: int = 512, addr_bits: int = 24, link_depth: int = 1024):
+    def __init__(self, nodes: int, width: int = 512, addr_bits: int = 24, link_depth: int = 1024,
+                 nic_top: str = "nic"):
+        self.nic_top = nic_top
         if not 2 <= nodes <= MAX_NODES:
             self._MustUse__silence = True
             raise ValueError(f"nodes must be in 2 .. {MAX_NODES}, got {nodes!r}")
@@ -46,7 +50,7 @@ class ClusterBench(wiring.Component):
         self.width = check_width(width, self)
         self.addr_bits = addr_bits
         self.link_depth = link_depth
-        members = {"link_latency": In(16), "link_rate": In(16), "sw_unknown": Out(32)}
+        members = {"link_latency": In(16), "link_rate": In(16), "sw_unknown": Out(32), "capture": In(1)}
         for i in range(nodes):
             members[f"n{i}_s_axil"] = In(AxiLiteSignature((rm.SPAN - 1).bit_length()))
             members[f"n{i}_irq"] = Out(1)
@@ -58,6 +62,7 @@ class ClusterBench(wiring.Component):
         super().__init__(members)
 
     def elaborate(self, platform):
+        from .tops import module_name          # (hdl.tops imports this module)
         m = Module()
         N, W = self.nodes, self.width
         m.submodules.switch = sw = EthernetSwitch(N, W)
@@ -68,13 +73,15 @@ class ClusterBench(wiring.Component):
             m.d.sync += reg.eq(port)
             return reg
         link_latency, link_rate = registered(self.link_latency), registered(self.link_rate)
+        capture = registered(self.capture)
         sig = nic_signature(W)
         for i in range(N):
             nic = sig.create(path=(f"nic{i}",))
             ports = {}
             for path, member, value in sig.flatten(nic):
                 ports[("o_" if member.flow == Out else "i_") + "__".join(map(str, path))] = value
-            m.submodules[f"nic{i}"] = Instance(f"ainic_nic_w{W}", i_clk=ClockSignal(), i_rst=ResetSignal(), **ports)
+            m.submodules[f"nic{i}"] = Instance(module_name(self.nic_top, W), i_clk=ClockSignal(), i_rst=ResetSignal(),
+                                               **ports)
             m.submodules[f"axil{i}"] = axil = AxiLiteSlice((rm.SPAN - 1).bit_length())
             wiring.connect(m, wiring.flipped(getattr(self, f"n{i}_s_axil")), axil.s)
             wiring.connect(m, axil.m, nic.s_axil)
@@ -86,6 +93,11 @@ class ClusterBench(wiring.Component):
             for link in (up, down):
                 m.d.comb += [link.cfg_latency.eq(link_latency), link.cfg_rate.eq(link_rate)]
             wiring.connect(m, nic.m_axis_tx, up.s_axis)
+            tx = nic.m_axis_tx
+            m.submodules[f"capture{i}"] = Instance(
+                "ainic_frame_capture", p_DATA_WIDTH=W, p_FILE=f"capture{i}.txt", i_clk=ClockSignal(),
+                i_rst=ResetSignal(), i_enable=capture, i_tdata=tx.tdata, i_tkeep=tx.tkeep, i_tlast=tx.tlast,
+                i_tvalid=tx.tvalid, i_tready=tx.tready)
             wiring.connect(m, up.m_axis, getattr(sw, f"s_axis_{i}"))
             wiring.connect(m, getattr(sw, f"m_axis_{i}"), down.s_axis)
             rx, d = nic.s_axis_rx, down.m_axis
@@ -111,13 +123,15 @@ class ClusterBench(wiring.Component):
 
 
 class ClusterTop:
-    """A ``SIM_TOPS`` factory for an N-node cluster bench: ``ClusterTop(4)(width)``."""
+    """A ``SIM_TOPS`` factory for an N-node cluster bench: ``ClusterTop(4)(width)``; ``nic_top`` names the
+    exported NIC top its nodes instantiate."""
 
-    def __init__(self, nodes: int):
+    def __init__(self, nodes: int, nic_top: str = "nic"):
         self.nodes = nodes
+        self.nic_top = nic_top
 
     def __call__(self, width: int):
-        return ClusterBench(self.nodes, width)
+        return ClusterBench(self.nodes, width, nic_top=self.nic_top)
 
     def sim_sources(self, width):
-        return ClusterBench.sim_sources(width)
+        return ClusterBench.sim_sources(width, self.nic_top)

@@ -133,8 +133,10 @@ class CollectiveEngine(wiring.Component):
       ``status`` then holds the worst DMA responses and the error flags of the run (cleared by ``start``).
     """
 
-    def __init__(self, width: int = 512, queue_depth: int = 16, fork_fifo_beats: int = 64):
+    def __init__(self, width: int = 512, queue_depth: int = 16, fork_fifo_beats: int = 64,
+                 credits: cr.Credits = cr.DEFAULT):
         self.width = check_width(width, self)
+        self.credits = credits
         self.queue_depth = queue_depth
         self.fork_fifo_beats = fork_fifo_beats
         W = width
@@ -244,12 +246,13 @@ class CollectiveEngine(wiring.Component):
         # rx_meta_q (room for RX_FRAMES, which credits never exceed), so an ack is never stuck behind data.
         B = W // 8
         shift = B.bit_length() - 1
-        limit_frames = Signal(32, init=cr.RX_FRAMES)
-        limit_beats = Signal(32, init=cr.advertised_beats(W))
+        cc = self.credits
+        limit_frames = Signal(32, init=cc.rx_frames)
+        limit_beats = Signal(32, init=cc.advertised_beats(W))
         sent_frames, sent_beats = Signal(32), Signal(32)
         used_frames, used_beats = Signal(32), Signal(32)        # consumed here, since reset
         acked_at = Signal(32)
-        m.submodules.rx_meta_q = rx_meta_q = fifo.SyncFIFOBuffered(width=META_BITS, depth=cr.RX_FRAMES)
+        m.submodules.rx_meta_q = rx_meta_q = fifo.SyncFIFOBuffered(width=META_BITS, depth=cc.rx_frames)
         rmeta = data.View(RxMeta, self.rx_meta.tdata)
         is_ack = rmeta.ainic.opcode == OPCODE_ACK
         nodes = cfg.header.nodes
@@ -326,11 +329,11 @@ class CollectiveEngine(wiring.Component):
         ah = ack.ainic
         ack_due = Signal()
         m.d.comb += [
-            ack_due.eq((used_frames - acked_at)[:32] >= cr.ACK_EVERY),
+            ack_due.eq((used_frames - acked_at)[:32] >= cc.ack_every),
             ah.version.eq(proto.VERSION), ah.opcode.eq(OPCODE_ACK),
             ah.job.eq(cfg.header.job), ah.collective.eq(cfg.header.collective),
             ah.src_rank.eq(cfg.header.rank), ah.dst_rank.eq(Mux(cfg.header.rank == 0, nodes - 1, cfg.header.rank - 1)),
-            ah.psn.eq(used_frames + cr.RX_FRAMES), ah.offset.eq(used_beats + cr.advertised_beats(W)),
+            ah.psn.eq(used_frames + cc.rx_frames), ah.offset.eq(used_beats + cc.advertised_beats(W)),
             ack.dst_ip.eq(cfg.prev_ip), ack.dst_mac.eq(cfg.prev_mac),
         ]
         hm, tm = tx_hdr.m_meta, self.tx_meta
@@ -340,7 +343,7 @@ class CollectiveEngine(wiring.Component):
         ]
         with m.If(ack_due & tm.tready):
             # one ack per ACK_EVERY frames (it reports what was consumed when it leaves, maybe a little more)
-            m.d.sync += acked_at.eq(acked_at + cr.ACK_EVERY)
+            m.d.sync += acked_at.eq(acked_at + cc.ack_every)
         tx_frames, tx_bytes = Signal(32), Signal(64)
         sent_meta = data.View(TxMeta, hm.tdata)
         hdr_plen = payload_bytes(m, sent_meta.ainic.codec, sent_meta.ainic.count, "hdr_plen")

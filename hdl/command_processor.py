@@ -4,6 +4,7 @@ from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from host_driver import credits as cr
 from host_driver import descriptors as ds
 from host_driver import regmap as rm
 from .axi import RESP_SLVERR
@@ -94,8 +95,9 @@ class CommandProcessor(wiring.Component):
     growth over the descriptor (frames and bytes sent and received).
     """
 
-    def __init__(self, width: int = 512):
+    def __init__(self, width: int = 512, credits: cr.Credits = cr.DEFAULT):
         self.width = check_width(width, self)
+        self.credits = credits
         W = width
         super().__init__({
             "cfg": In(RingConfig),
@@ -179,7 +181,7 @@ class CommandProcessor(wiring.Component):
             m.d.sync += cycles.eq(cycles + 1)
 
         verdict = check_descriptor(m, desc, cfg)
-        m.submodules.plan = plan = PlanCalculator()
+        m.submodules.plan = plan = PlanCalculator(self.credits)
         m.d.comb += [
             plan.elements.eq(desc.count), plan.nodes.eq(cfg.world_size), plan.packet.eq(cfg.packet_elems),
             plan.rank.eq(cfg.rank), plan.lag.eq(cfg.lag), self.plan.eq(plan.plan), self.desc.eq(desc),

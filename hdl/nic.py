@@ -46,19 +46,20 @@ class Nic(wiring.Component):
     keep every sender within that buffer, so ``s_axis_rx`` never has to push back on a MAC.
     """
 
-    def __init__(self, width: int = 512):
+    def __init__(self, width: int = 512, credits: cr.Credits = cr.DEFAULT):
         self.width = check_width(width, self)
+        self.credits = credits
         super().__init__(nic_signature(width))
 
     def elaborate(self, platform):
         m = Module()
         W = self.width
         m.submodules.regs = regs = RegisterBlock(W)
-        m.submodules.cmd = cmd = CommandProcessor(W)
+        m.submodules.cmd = cmd = CommandProcessor(W, self.credits)
         m.submodules.dma = dma = DmaEngine(W)
         m.submodules.loop = loop = CodecLoop(W)
-        m.submodules.engine = eng = CollectiveEngine(W)
-        m.submodules.rx = rx = RxParser(W, buffer_beats=cr.buffer_beats(W))
+        m.submodules.engine = eng = CollectiveEngine(W, credits=self.credits)
+        m.submodules.rx = rx = RxParser(W, buffer_beats=self.credits.buffer_beats(W))
         m.submodules.tx = tx = TxBuilder(W)
         wiring.connect(m, wiring.flipped(self.s_axil), regs.s_axil)
         wiring.connect(m, dma.m_axi, wiring.flipped(self.m_axi))

@@ -53,7 +53,8 @@ class PlanCalculator(wiring.Component):
     (``host_driver.credits.max_lag``): ``plan.lag`` = min(``lag``, that bound), and ``lag_ok`` is low
     when not even lag 1 fits (the collective must not start)."""
 
-    def __init__(self):
+    def __init__(self, credits: cr.Credits = cr.DEFAULT):
+        self.credits = credits
         super().__init__({
             "elements": In(32), "nodes": In(7), "packet": In(11), "rank": In(6), "lag": In(8), "op": In(2),
             "start": In(1), "plan": Out(PlanLayout), "done": Out(1), "lag_ok": Out(1),
@@ -90,13 +91,14 @@ class PlanCalculator(wiring.Component):
                     # ceil(rest / P) packets; the last holds rest - (packets - 1) P elements
                     m.d.sync += [pl.rest_packets.eq(div.quotient),
                                  pl.rest_last.eq(Mux(rest == 0, P, rest - (div.quotient - 1) * P)),
-                                 div.dividend.eq(cr.RX_BUFFER_BYTES), div.divisor.eq(P << 2), div.start.eq(1)]
+                                 div.dividend.eq(self.credits.rx_buffer_bytes), div.divisor.eq(P << 2), div.start.eq(1)]
                     m.next = "FIT"
             with m.State("FIT"):
                 with m.If(div.done):
-                    q = Mux(div.quotient > cr.RX_FRAMES, cr.RX_FRAMES, div.quotient)
+                    cc = self.credits
+                    q = Mux(div.quotient > cc.rx_frames, cc.rx_frames, div.quotient)
                     # q = frames the receive buffer holds: min(RX_FRAMES, RX_BUFFER_BYTES // 4P)
-                    m.d.sync += [div.dividend.eq(Mux(q > cr.ACK_MARGIN, q - cr.ACK_MARGIN, 0)),
+                    m.d.sync += [div.dividend.eq(Mux(q > cc.ack_margin, q - cc.ack_margin, 0)),
                                  div.divisor.eq(2 * self.nodes - 2), div.start.eq(1)]
                     m.next = "LAG"
             with m.State("LAG"):

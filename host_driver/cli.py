@@ -128,7 +128,7 @@ def _demo(args) -> int:
     try:
         cluster = Cluster(n, backend=args.sim, width=args.width, codec=args.codec, dtype=dtype, packet=args.packet,
                           link_gbps=args.link_gbps, clock_mhz=args.clock_mhz, lag=args.lag,
-                          link_latency=args.link_latency, waves=args.waves)
+                          link_latency=args.link_latency, waves=args.waves, capture=bool(args.pcap))
         if args.sim != "model":
             print(f"ainic demo: building the {n}-node cluster for {args.sim} at W = {args.width} "
                   "(cached per configuration) ...", flush=True)
@@ -200,7 +200,11 @@ def _demo(args) -> int:
         np.savez(args.save, inputs=np.stack(x), results=results)
     if args.pcap:
         from .pcap import write_pcap
-        write_pcap(args.pcap, [f for _, f in cluster.frames(x, op)])
+        if cluster.captured is not None:    # what the RTL fabric carried, stamped with its cycle
+            write_pcap(args.pcap, [f for _, _, f in cluster.captured],
+                       times=[c / (args.clock_mhz * 1e6) for c, _, _ in cluster.captured])
+        else:                               # the model backend: the golden model's frames
+            write_pcap(args.pcap, [f for _, f in cluster.frames(x, op)])
     return 0 if not bad and same and stats.traffic_matches_model is not False else 1
 
 
@@ -242,8 +246,9 @@ def main(argv=None) -> int:
     d.add_argument("--inputs", nargs="+", help="one .npy per node instead of seeded random gradients")
     d.add_argument("--json", help="write the statistics here")
     d.add_argument("--save", help="write inputs and results (N x L) to this .npz")
-    d.add_argument("--pcap", help="write every frame of the ring to this capture (the golden model's frames; "
-                   "the RTL links' frame and byte counts are checked against them)")
+    d.add_argument("--pcap", help="write every frame to this capture: with --sim verilator|icarus what the NICs "
+                   "sent on the fabric (data and acks, time-stamped by cycle); with --sim model the golden "
+                   "model's frames")
     d.add_argument("--link-latency", type=int, default=125,
                    help="cycles per link in the RTL fabric (two links per hop: NIC -> switch -> NIC)")
     d.add_argument("--waves", action="store_true", help="record a waveform of the RTL run (in build/sim/...)")

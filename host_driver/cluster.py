@@ -89,7 +89,7 @@ class Cluster:
     def __init__(self, nodes: int, backend: str = "model", width: int = 512, codec: str = "none",
                  dtype: str = "fp32", packet: int = 256, link_gbps: float = 80.0, clock_mhz: float = 250.0,
                  lag: int = 8, link_latency: int = 125, memory: dict = None, waves: bool = False,
-                 workdir=None, bench_nodes: int = None):
+                 workdir=None, bench_nodes: int = None, capture: bool = False):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= 16:
@@ -116,6 +116,8 @@ class Cluster:
         self.link_latency, self.memory, self.waves = link_latency, dict(memory or {}), waves
         self.workdir = Path(workdir) if workdir else None
         self.bench_nodes = bench_nodes or nodes        # a larger bench may run a smaller job (one build)
+        self.capture = capture          # RTL backends: record every frame the NICs send (self.captured)
+        self.captured = None            # [(cycle, sender rank, frame bytes)] of the last RTL run
         if not nodes <= self.bench_nodes <= 16:
             raise ValueError(f"bench_nodes must be in {nodes} .. 16, got {bench_nodes!r}")
         self.codec, self.dtype, self.packet = codec, dtype, packet
@@ -232,7 +234,7 @@ class Cluster:
                "packet": self.packet,
                "lag": self.lag, "elements": L, "link_latency": self.link_latency,
                "link_rate": link_rate_fixed(self.link_gbps, self.clock_mhz), "memory": self.memory,
-               "inputs": str(work / "inputs.npy"), "outputs": str(work / "out")}
+               "inputs": str(work / "inputs.npy"), "outputs": str(work / "out"), "capture": self.capture}
         (work / "job.json").write_text(json.dumps(job))
         top = f"cluster_n{self.bench_nodes}"
         sim_runner.build(self.backend, top, self.width, self.waves)     # so that the timing below is the run
@@ -242,6 +244,8 @@ class Cluster:
         elapsed = time.time() - t
         results = np.load(work / "out.results.npy")
         raw = json.loads((work / "out.stats.json").read_text())
+        if self.capture:
+            self.captured = [(c, r, bytes.fromhex(f)) for c, r, f in json.loads((work / "out.frames.json").read_text())]
         stats = self._traffic_stats(x, op)
         stats.nic_cycles = [c[-1] for c in raw["cycles"]]
         stats.nic_packets_sent = [c[-1]["packets_sent"] for c in raw["completions"]]

@@ -11,6 +11,7 @@ leaves the HDL.
 """
 
 import json
+from pathlib import Path
 
 import cocotb
 import numpy as np
@@ -28,6 +29,23 @@ ADDR_BITS = 24
 def link_rate_fixed(link_gbps: float, clock_mhz: float) -> int:
     """Bytes per cycle in the link model's 8.8 fixed point."""
     return round(link_gbps * 1e9 / 8 / (clock_mhz * 1e6) * 256)
+
+
+def read_capture(path: Path, offset: int, width: int) -> list:
+    """The frames ``ainic_frame_capture`` wrote to ``path`` from byte ``offset`` on: [(cycle of the last
+    beat, frame bytes)]."""
+    B = width // 8
+    frames, cur = [], bytearray()
+    with open(path) as fh:
+        fh.seek(offset)
+        for line in fh:
+            cycle, last, keep, data = line.split()
+            n = bin(int(keep, 16)).count("1")            # tkeep is contiguous from byte 0
+            cur += int(data, 16).to_bytes(B, "little")[:n]
+            if last == "1":
+                frames.append((int(cycle), bytes(cur)))
+                cur = bytearray()
+    return frames
 
 
 def bench_nodes(dut) -> int:
@@ -66,6 +84,10 @@ async def run_job(dut, job: dict) -> dict:
     start_frames = [int(getattr(dut, f"n{r}_up_frames").value) for r in range(n)]
     start_bytes = [int(getattr(dut, f"n{r}_up_bytes").value) for r in range(n)]
     start_stalls = [int(getattr(dut, f"n{r}_rx_stalls").value) for r in range(n)]
+    captures = [Path(f"capture{r}.txt") for r in range(n)]
+    if job.get("capture"):
+        capture_from = [p.stat().st_size if p.exists() else 0 for p in captures]
+        dut.capture.value = 1
 
     op = job.get("op", "allreduce")
     plan = ar.Plan(n, L, job["packet"])
@@ -109,6 +131,11 @@ async def run_job(dut, job: dict) -> dict:
         "chunk_elems": plan.chunk_elems,
         "warnings": [sorted(nic.warnings) for nic in nics],
     }
+    if job.get("capture"):
+        dut.capture.value = 0
+        frames = [(c, r, f.hex()) for r in range(n) for c, f in read_capture(captures[r], capture_from[r], W)]
+        with open(job["outputs"] + ".frames.json", "w") as fh:
+            json.dump(sorted(frames), fh)
     with open(job["outputs"] + ".stats.json", "w") as fh:
         json.dump(stats, fh)
     return stats

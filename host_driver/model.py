@@ -6,6 +6,7 @@ with the RTL. It executes descriptors when the doorbell is written, so nothing e
 
 import numpy as np
 
+from . import credits
 from . import descriptors as ds
 from . import numerics as nm
 from . import regmap as rm
@@ -140,7 +141,10 @@ class ModelBackend:
                 desc = ds.unpack(ds.DESCRIPTOR_BITS, self.memory.data[addr:addr + 64].tobytes())
                 status = ds.check(desc, self._reg("WORLD_SIZE"), self._reg("RANK"), self._reg("PACKET_ELEMS"))
             host_bytes = 0
-            if status == 0 and desc["opcode"] != ds.OPCODES["copy"] and self._reg("WORLD_SIZE") > 1:
+            collective = desc["opcode"] != ds.OPCODES["copy"] and self._reg("WORLD_SIZE") > 1
+            if status == 0 and collective and credits.max_lag(self._reg("WORLD_SIZE"), self._reg("PACKET_ELEMS")) == 0:
+                status = ds.STATUS_CODE["ring_too_large"]         # the plan is refused before any traffic
+            if status == 0 and collective:
                 raise RuntimeError("a collective with WORLD_SIZE > 1 needs the other ranks: a single model NIC "
                                    "has no network (run collectives with host_driver.cluster.Cluster)")
             if status == 0:

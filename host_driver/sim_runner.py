@@ -39,7 +39,7 @@ def selected_sims():
 def build(sim: str, top: str, width: int, waves: bool = False):
     apply_sim_env()
     from hdl.tops import SIM_TOPS
-    extra = SIM_TOPS[top].sim_sources(width) if top in SIM_TOPS else ()
+    extra = getattr(SIM_TOPS.get(top), "sim_sources", lambda w: ())(width)
     sources = [*extra, export(top, width)]
     name = module_name(top, width)
     build_dir = BUILD / "sim" / sim / (name + ("-waves" if waves else ""))
