@@ -191,6 +191,25 @@ class Send:
     payload: bytes
 
 
+def ring_sends(nodes: int, elements: int, packet: int = 256, op: str = "allreduce"):
+    """The shape of :func:`ring_traffic` without the data: (step, sender, chunk, element count) per packet,
+    in the same order. Enough for frame and byte counts (``numerics.codec_bytes``), and fast at any L."""
+    _check_op(op)
+    n = nodes
+    plan = Plan(n, elements, packet)
+    keys = []
+    for c in range(n):
+        if op != "allgather":
+            keys += [(step, (c + step) % n, c) for step in range(n - 1)]
+        if op != "reduce_scatter":
+            keys += [(n - 1 + t, (c - 1 + t) % n, c) for t in range(n - 1)]
+    out = []
+    for step, src, c in sorted(keys):
+        s = plan.chunk(c)
+        out += [(step, src, c, min(packet, s.stop - s.start - k)) for k in range(0, s.stop - s.start, packet)]
+    return plan, out
+
+
 def ring_traffic(inputs, codec="none", dtype="fp32", packet=256, op="allreduce"):
     """Every packet of a ring collective (``op``), in (step, sender, element) order, with its exact
     payload bytes. Decoding the all-gather's packets gives :func:`allreduce`'s result (tests check it).

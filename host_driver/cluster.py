@@ -203,12 +203,12 @@ class Cluster:
     def _traffic_stats(self, x, op="allreduce"):
         """Stats with everything the model knows: traffic from the exact packets, the ring bound."""
         n = self.nodes
-        plan, sends = ar.ring_traffic(x, self.codec, self.dtype, self.packet, op)
+        plan, sends = ar.ring_sends(n, len(x[0]), self.packet, op)      # sizes only: no data needed
         frames, payload, raw = [0] * n, [0] * n, [0] * n
-        for s in sends:
-            frames[s.src] += 1
-            payload[s.src] += len(s.payload)
-            raw[s.src] += 4 * s.count
+        for _, src, _, count in sends:
+            frames[src] += 1
+            payload[src] += nm.codec_bytes(self.codec, count)
+            raw[src] += 4 * count
         # each rank acks every ACK_EVERY frames it consumed from its predecessor (from a fresh reset)
         acks = [cr.acks_sent(frames[(r - 1) % n]) if n > 1 else 0 for r in range(n)]
         stats = ClusterStats(n, plan.elements, self.codec, self.dtype, self.packet, self.clock_mhz, self.link_gbps,

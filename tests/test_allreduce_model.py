@@ -162,6 +162,8 @@ def test_halves_traffic_and_bound(rng, codec):
         assert b[op] == pytest.approx(max(per_link) / 10.0)
     with pytest.raises(ValueError, match="op must be one of"):
         ar.ring_traffic(x, op="broadcast")
+    for op, sends in (("allreduce", full), ("reduce_scatter", rs), ("allgather", ag)):   # the shape alone
+        assert ar.ring_sends(n, length, p, op)[1] == [(s.step, s.src, s.chunk, s.count) for s in sends]
 
 
 def test_schedule_model_meets_the_bound_without_latency():
