@@ -21,6 +21,7 @@ from .ring_sequencer import KINDS, Item, PlanLayout, RingSequencer
 from .rx_item_check import FIELDS, RxCheckConfig, RxItemCheck, RxMeta
 from .rx_parser import META_BITS
 from .stream_fifo import StreamFifo
+from .send_credits import SendCredits
 from .stream_fork import StreamFork
 from .tx_builder import TxMeta
 from .tx_header_gen import HeaderConfig, TxHeaderGen
@@ -247,9 +248,7 @@ class CollectiveEngine(wiring.Component):
         B = W // 8
         shift = B.bit_length() - 1
         cc = self.credits
-        limit_frames = Signal(32, init=cc.rx_frames)
-        limit_beats = Signal(32, init=cc.advertised_beats(W))
-        sent_frames, sent_beats = Signal(32), Signal(32)
+        m.submodules.send_credits = gate = SendCredits(W, cc)
         used_frames, used_beats = Signal(32), Signal(32)        # consumed here, since reset
         acked_at = Signal(32)
         m.submodules.rx_meta_q = rx_meta_q = fifo.SyncFIFOBuffered(width=META_BITS, depth=cc.rx_frames)
@@ -261,8 +260,8 @@ class CollectiveEngine(wiring.Component):
             self.rx_meta.tready.eq(is_ack | rx_meta_q.w_rdy),
             rx_meta_q.w_data.eq(self.rx_meta.tdata), rx_meta_q.w_en.eq(self.rx_meta.tvalid & ~is_ack),
         ]
-        with m.If(self.rx_meta.tvalid & is_ack & (rmeta.ainic.src_rank == next_rank)):
-            m.d.sync += [limit_frames.eq(rmeta.ainic.psn), limit_beats.eq(rmeta.ainic.offset)]
+        m.d.comb += [gate.limit_valid.eq(self.rx_meta.tvalid & is_ack & (rmeta.ainic.src_rank == next_rank)),
+                     gate.limit_frames.eq(rmeta.ainic.psn), gate.limit_beats.eq(rmeta.ainic.offset)]
 
         # -- receive: headers checked against the items, payload routed --------------------------------------
         rq = q["receive"]
@@ -311,18 +310,13 @@ class CollectiveEngine(wiring.Component):
         tq = q["transmit"]
         next_item = data.View(Item, tq.fifo.r_data)
         tx_plen = payload_bytes(m, codec, next_item.count, "tx_plen")
-        tx_beats = Signal(32)
-        frames_left, beats_left = Signal(32), Signal(32)
-        credit = Signal()
+        credit = gate.ok
         m.d.comb += [
-            tx_beats.eq((tx_plen + B - 1) >> shift),
-            frames_left.eq(limit_frames - sent_frames), beats_left.eq(limit_beats - sent_beats),
-            credit.eq(~frames_left[31] & (frames_left != 0) & ~beats_left[31] & (beats_left >= tx_beats)),
+            gate.beats.eq((tx_plen + B - 1) >> shift),
             tx_hdr.items.valid.eq(tq.fifo.r_rdy & tq.free & credit), tx_hdr.items.payload.eq(tq.fifo.r_data),
             tq.fifo.r_en.eq(tq.follow(tq.fifo.r_rdy & tx_hdr.items.ready & credit, tq.fifo.r_data)),
+            gate.take.eq(tq.fifo.r_en),
         ]
-        with m.If(tq.fifo.r_en):
-            m.d.sync += [sent_frames.eq(sent_frames + 1), sent_beats.eq(sent_beats + tx_beats)]
 
         # Acks to the previous rank (every ACK_EVERY consumed frames) go out between data frames, first.
         ack = Signal(TxMeta)
