@@ -23,7 +23,7 @@ class ClusterBench(wiring.Component):
     common ``link_latency`` and ``link_rate``, the switch forwards by ``n<i>_mac`` (static table).
 
     Ports per node i: ``n<i>_s_axil`` (registers), ``n<i>_irq``, ``n<i>_mem_*`` (host memory model, backdoor
-    files ``hostmem<i>_load.hex`` / ``hostmem<i>_dump.hex`` in the working directory), ``n<i>_mac``,
+    files ``hostmem<i>_load.bin`` / ``hostmem<i>_dump.hex`` in the working directory), ``n<i>_mac``,
     ``n<i>_up_frames`` / ``n<i>_up_bytes`` (what NIC i sent), ``n<i>_rx_stalls`` (cycles NIC i held its
     receive port back while a beat waited: a real MAC would have dropped it), ``capture`` (while high, every
     frame NIC i sends is written to ``capture<i>.txt``: ``ainic_frame_capture``). The NIC is instantiated from its exported
@@ -87,7 +87,7 @@ class ClusterBench(wiring.Component):
             wiring.connect(m, axil.m, nic.s_axil)
             m.d.comb += getattr(self, f"n{i}_irq").eq(nic.irq)
             add_host_memory(m, f"memory{i}", nic.m_axi, self, f"n{i}_mem_", W, self.addr_bits,
-                            f"hostmem{i}_load.hex", f"hostmem{i}_dump.hex", registered=True)
+                            f"hostmem{i}_load.bin", f"hostmem{i}_dump.hex", registered=True)
             m.submodules[f"up{i}"] = up = LinkModel(W, self.link_depth)
             m.submodules[f"down{i}"] = down = LinkModel(W, self.link_depth)
             for link in (up, down):

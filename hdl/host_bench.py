@@ -26,7 +26,7 @@ def memory_members(prefix: str = "mem_") -> dict:
     return members
 
 
-def add_host_memory(m, name, axi, top, prefix, width, addr_bits, load_file="hostmem_load.hex",
+def add_host_memory(m, name, axi, top, prefix, width, addr_bits, load_file="hostmem_load.bin",
                     dump_file="hostmem_dump.hex", registered=False):
     """Instantiate ``ainic_host_memory`` as the slave of AXI4 master ``axi`` (an interface object), with its
     configuration and statistics on ``top``'s ``<prefix>*`` ports (see :func:`memory_members`). With

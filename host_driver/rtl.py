@@ -1,7 +1,7 @@
 """The RTL backend: the host interface in a cocotb simulation (top ``ainic_host_bench_w<W>``).
 
 Registers go through a small AXI4-Lite driver (:class:`AxiLiteDriver`); host memory is the HDL model
-``hdl/sim/ainic_host_memory.v``, loaded and unloaded in bulk through its ``$readmemh``/``$writememh``
+``hdl/sim/ainic_host_memory.v``, loaded in bulk through its ``$fread`` and unloaded through its ``$writememh``
 backdoor (no Python per beat). Import this module only inside a cocotb test.
 """
 
@@ -37,7 +37,7 @@ class HostMemory:
     """Bulk access to the HDL host memory of one bench (``prefix`` selects the ports, e.g. ``mem_``)."""
 
     def __init__(self, dut, width: int, addr_bits: int, prefix: str = "mem_", workdir: Path = None,
-                 load_file: str = "hostmem_load.hex", dump_file: str = "hostmem_dump.hex"):
+                 load_file: str = "hostmem_load.bin", dump_file: str = "hostmem_dump.hex"):
         self.dut, self.prefix = dut, prefix
         self.B = width // 8
         self.size = 1 << addr_bits
@@ -87,10 +87,8 @@ class HostMemory:
         if end % B:
             img[-B:] = (await self._dump_words(last, last)).ravel()
         img[addr - first * B:end - first * B] = np.frombuffer(data, np.uint8)
-        hexs = img.reshape(-1, B)[:, ::-1].tobytes().hex()
-        n = 2 * B
-        body = "\n".join(hexs[i:i + n] for i in range(0, len(hexs), n))
-        self.load_path.write_text(f"@{first:x}\n{body}\n")
+        self.load_path.write_bytes(img.reshape(-1, B)[:, ::-1].tobytes())     # $fread: MSB first per word
+        self._port("bd_lo").value = first
         await self._pulse("bd_load")
 
     async def read(self, addr: int, n: int) -> bytes:
@@ -161,12 +159,12 @@ class RtlBackend:
     """Registers through AXI4-Lite, host memory through the backdoor, the interrupt from ``irq``.
 
     ``prefix`` selects one NIC of a bench with several (``n2_`` for node 2 of a cluster bench: ports
-    ``n2_s_axil__*``, ``n2_irq``, ``n2_mem_*``, backdoor files ``hostmem2_*.hex``)."""
+    ``n2_s_axil__*``, ``n2_irq``, ``n2_mem_*``, backdoor files ``hostmem2_load.bin``, ``hostmem2_dump.hex``)."""
 
     def __init__(self, dut, width: int, addr_bits: int = 24, prefix: str = "", files: str = "hostmem"):
         self.dut = dut
         self.width = width
-        self.memory = HostMemory(dut, width, addr_bits, prefix=f"{prefix}mem_", load_file=f"{files}_load.hex",
+        self.memory = HostMemory(dut, width, addr_bits, prefix=f"{prefix}mem_", load_file=f"{files}_load.bin",
                                  dump_file=f"{files}_dump.hex")
         self.mem_size = self.memory.size
         self.irq = getattr(dut, f"{prefix}irq")

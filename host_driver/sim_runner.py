@@ -20,6 +20,7 @@ from .toolchain import SIMULATORS, apply_sim_env
 ROOT = Path(__file__).resolve().parent.parent
 HERE = ROOT / "cocotb_tests"          # the cocotb test modules
 TIMESCALE = ("1ns", "1ps")
+REWRITE_FILES = " ".join(sorted(p.name for p in HERE.glob("*.py")))
 # cocotb's runner hands the simulator this process's sys.path as PYTHONPATH
 for _p in (str(ROOT), str(HERE)):
     if _p not in sys.path:
@@ -36,7 +37,18 @@ def selected_sims():
     return [want]
 
 
+_BUILT = {}
+
+
 def build(sim: str, top: str, width: int, waves: bool = False):
+    """Export, then compile (or find up to date) one configuration; once per process and configuration."""
+    key = (sim, top, width, waves)
+    if key not in _BUILT:
+        _BUILT[key] = _build(sim, top, width, waves)
+    return _BUILT[key]
+
+
+def _build(sim: str, top: str, width: int, waves: bool):
     apply_sim_env()
     from hdl.tops import SIM_TOPS
     extra = getattr(SIM_TOPS.get(top), "sim_sources", lambda w: ())(width)
@@ -90,6 +102,10 @@ def run(sim: str, top: str, width: int, module: str, testcase=None, env=None, se
         "AINIC_WIDTH": str(width),
         "AINIC_SIM_NAME": sim,
         "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO"),
+        # cocotb installs pytest's assertion rewriter for every imported file matching this pattern, "*.py"
+        # by default: numpy, scapy and the driver were re-parsed and recompiled on every run (about 1.6 s
+        # of a 4-node demo). Only our test modules need readable assertion failures.
+        "COCOTB_REWRITE_ASSERTION_FILES": os.environ.get("COCOTB_REWRITE_ASSERTION_FILES", REWRITE_FILES),
         **(env or {}),
     }
     xml = test_dir / "results.xml"

@@ -69,6 +69,32 @@ def allreduce_bench(results, args):
             "link_gbps": st.link_gbps, "link_latency_cycles": st.link_latency, "lag": 8, "packet": 256}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=2) + "\n")      # after every case: long runs keep partial figures
+    if (not args.sim or "verilator" in args.sim) and 4 in (args.nodes or [4]):
+        demo_bench(results, args)
+
+
+def demo_bench(results, args):
+    """What a user waits for: ``ainic demo`` with 4 nodes x L fp32 on Verilator, the build cached (the
+    cases above built it), timed from the command's start to its exit, golden-model check included."""
+    import time
+    res = results.setdefault("demo", {})
+    for codec in ("none", "bfp8"):
+        if args.codec and codec not in args.codec:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd = [sys.executable, "-m", "host_driver.cli", "demo", "--nodes", "4", "--elements", str(args.elements),
+                   "--codec", codec, "--sim", "verilator", "--width", str(args.width), "--json", f"{tmp}/s.json"]
+            print(f"bench: {' '.join(cmd[1:])} ...", flush=True)
+            t0 = time.perf_counter()
+            done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+            wall = time.perf_counter() - t0
+            if done.returncode:
+                raise RuntimeError(f"ainic demo failed ({done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+            st = json.loads(Path(f"{tmp}/s.json").read_text())
+        res[f"n4_{codec}_L{args.elements}_w{args.width}"] = {
+            "wall_seconds": round(wall, 2), "sim_seconds": round(st["sim_seconds"], 2), "cycles": st["cycles"],
+            "command": "ainic " + " ".join(cmd[3:-2])}
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
 
 
 def main(argv=None) -> int:
