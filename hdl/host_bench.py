@@ -58,6 +58,10 @@ class HostBench(wiring.Component):
     def sim_sources(width):
         return (MEMORY_SOURCE,)
 
+    #: the bench's testbench watches the NIC's AXI handshakes and doorbell (``make bench``), so every
+    #: signal stays visible to the simulator (host_driver/sim_runner.py)
+    sim_probes_internals = True
+
     def __init__(self, width: int = 512, addr_bits: int = 24):
         self.width = check_width(width, self)
         self.addr_bits = addr_bits
