@@ -191,23 +191,32 @@ class Send:
     payload: bytes
 
 
-def ring_sends(nodes: int, elements: int, packet: int = 256, op: str = "allreduce"):
-    """The shape of :func:`ring_traffic` without the data: (step, sender, chunk, element count) per packet,
-    in the same order. Enough for frame and byte counts (``numerics.codec_bytes``), and fast at any L."""
-    _check_op(op)
-    n = nodes
-    plan = Plan(n, elements, packet)
+def _ring_steps(n: int, op: str) -> list:
+    """(step, sender, chunk) of every chunk a ring collective ``op`` sends, in (step, sender) order. Steps
+    keep their all-reduce numbering: the reduce-scatter is steps 0 .. N-2 (chunk c from rank c+step), the
+    all-gather N-1 .. 2N-3 (chunk c from rank c-1+t)."""
     keys = []
     for c in range(n):
         if op != "allgather":
             keys += [(step, (c + step) % n, c) for step in range(n - 1)]
         if op != "reduce_scatter":
             keys += [(n - 1 + t, (c - 1 + t) % n, c) for t in range(n - 1)]
-    out = []
-    for step, src, c in sorted(keys):
-        s = plan.chunk(c)
-        out += [(step, src, c, min(packet, s.stop - s.start - k)) for k in range(0, s.stop - s.start, packet)]
-    return plan, out
+    return sorted(keys)
+
+
+def _packets(plan: "Plan", c: int, packet: int) -> list:
+    """(first element within chunk c, element count) of each of its packets."""
+    s = plan.chunk(c)
+    return [(k, min(packet, s.stop - s.start - k)) for k in range(0, s.stop - s.start, packet)]
+
+
+def ring_sends(nodes: int, elements: int, packet: int = 256, op: str = "allreduce"):
+    """The shape of :func:`ring_traffic` without the data: (step, sender, chunk, element count) per packet,
+    in the same order. Enough for frame and byte counts (``numerics.codec_bytes``), and fast at any L."""
+    _check_op(op)
+    plan = Plan(nodes, elements, packet)
+    return plan, [(step, src, c, count) for step, src, c in _ring_steps(nodes, op)
+                  for _, count in _packets(plan, c, packet)]
 
 
 def ring_traffic(inputs, codec="none", dtype="fp32", packet=256, op="allreduce"):
@@ -219,27 +228,24 @@ def ring_traffic(inputs, codec="none", dtype="fp32", packet=256, op="allreduce")
     _check_op(op)
     n = len(x)
     plan = Plan(n, x[0].size, packet)
-    per_chunk = {}                       # (step, sender) -> (chunk, bit patterns sent)
+    sent = {}                            # (step, sender) -> the bit patterns it sends of its chunk
     for c in range(n):
         s = plan.chunk(c)
         partial = x[c][s]
         for step in range(n - 1):        # reduce-scatter: sender c+step
-            if op != "allgather":
-                per_chunk[(step, (c + step) % n)] = (c, partial)
+            sent[(step, (c + step) % n)] = partial
             partial = _add(_q(partial, codec), x[(c + step + 1) % n][s], dtype)
         if op == "allgather":            # the owner c-1 contributes its own input of chunk c
             partial = x[(c - 1) % n][s]
         for t in range(n - 1):           # all-gather: Q(S) from the owner c-1, forwarded unchanged
-            if op != "reduce_scatter":
-                per_chunk[(n - 1 + t, (c - 1 + t) % n)] = (c, partial)
+            sent[(n - 1 + t, (c - 1 + t) % n)] = partial
     sends = []
-    for (step, src) in sorted(per_chunk):
-        c, data = per_chunk[(step, src)]
-        s = plan.chunk(c)
-        for k in range(0, s.stop - s.start, packet):
-            part = data[k:k + packet]
-            sends.append(Send(step, src, c, s.start + k, part.size, k + packet >= s.stop - s.start,
-                              step >= n - 1, nm.compress(part, codec) if codec != "none" else part.tobytes()))
+    for step, src, c in _ring_steps(n, op):
+        start, size = plan.chunk(c).start, plan.chunk(c).stop - plan.chunk(c).start
+        for k, count in _packets(plan, c, packet):
+            part = sent[(step, src)][k:k + count]
+            sends.append(Send(step, src, c, start + k, count, k + packet >= size, step >= n - 1,
+                              nm.compress(part, codec) if codec != "none" else part.tobytes()))
     return plan, sends
 
 

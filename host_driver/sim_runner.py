@@ -69,19 +69,12 @@ def _build(sim: str, top: str, width: int, waves: bool):
         # cocotb's runner passes --public-flat-rw, which keeps every internal signal of the design as a
         # VPI-visible variable and stops Verilator from inlining or folding any of them. The testbenches
         # only touch the top level's ports (host memory goes through the backdoor files), so only those are
-        # made public; this makes the wide NIC datapaths several times faster to simulate.
-        # (a top whose testbench probes its internals, like the host bench's AXI monitor, says so with
-        # ``sim_probes_internals`` and keeps cocotb's --public-flat-rw)
-        config = [f'public_flat_rw -module "{name}" -var "*"']
-        hier = getattr(SIM_TOPS.get(top), "hier_blocks", None)
-        if hier:
-            # blocks instantiated many times (the NICs of a cluster) are verilated and compiled once
-            config += [f'hier_block -module "{b}"' for b in hier(width)]
-            build_args += ["--hierarchical"]
-        vlt = BUILD / "verilog" / f"{name}_sim.vlt"
-        vlt.parent.mkdir(parents=True, exist_ok=True)
-        vlt.write_text("`verilator_config\n" + "".join(line + "\n" for line in config))
+        # made public; this makes the wide NIC datapaths several times faster to simulate. A top whose
+        # testbench probes its internals (the host bench's AXI monitor) says so with ``sim_probes_internals``.
         if not getattr(SIM_TOPS.get(top), "sim_probes_internals", False):
+            vlt = BUILD / "verilog" / f"{name}_sim.vlt"
+            vlt.parent.mkdir(parents=True, exist_ok=True)
+            vlt.write_text(f'`verilator_config\npublic_flat_rw -module "{name}" -var "*"\n')
             build_args += ["--no-public-flat-rw", str(vlt)]
     with file_lock(f"build-{sim}-{name}"):
         # the simulators rebuild when sources change, not when flags do: start over if the flags changed
