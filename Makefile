@@ -30,10 +30,10 @@ verilog: $(PY)
 	$(PY) scripts/gen_regs.py
 
 lint synth: $(PY)
-	$(PY) -m pytest -n $(JOBS) tests/test_verilog.py tests/test_nic_top.py
+	$(PY) -m pytest -n $(JOBS) tests/flow
 
 bench: $(PY)
-	$(PY) scripts/bench.py $(ARGS)
+	$(PY) -m scripts.bench $(ARGS)
 
 demo: $(PY)
 	$(PY) -m host_driver.cli demo --nodes 4 --elements 1048576 --codec bfp8 --sim verilator

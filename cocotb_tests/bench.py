@@ -5,7 +5,7 @@ import os
 import time
 
 import cocotb
-from cocotb.triggers import RisingEdge, ReadOnly
+from cocotb.triggers import ReadOnly, RisingEdge
 
 
 class StreamMeter:

@@ -1,11 +1,9 @@
-import sys
-from pathlib import Path
+import os
 
-import pytest
+from host_driver.sim.runner import selected_sims
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from harness import selected_sims  # noqa: E402
+# readable `assert` failures in the simulator, for the test modules only (host_driver/sim/runner.py)
+os.environ.setdefault("COCOTB_REWRITE_ASSERTION_FILES", "test_*.py bench.py nic_scenarios.py")
 
 
 def pytest_generate_tests(metafunc):

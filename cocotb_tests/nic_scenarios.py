@@ -1,4 +1,4 @@
-"""Driver-level scenarios, one body for every backend: each takes a started :class:`host_driver.nic.Nic`
+"""Driver-level scenarios, one body for every backend: each takes a started :class:`host_driver.driver.nic.Nic`
 and returns a transcript (completions without timing, digests of results) that must be identical on the
 RTL and on the software model."""
 
@@ -6,13 +6,15 @@ import hashlib
 
 import numpy as np
 
-from host_driver import credits
-from host_driver import descriptors as ds
-from host_driver import numerics as nm
-from host_driver import regmap as rm
-from host_driver.vectors import edge_f32_bits
+from contract import credits
+from contract import descriptors as ds
+from contract import regmap as rm
+from contract.enums import Codec, Status, names
+from contract.limits import MAX_COUNT
+from host_driver.models import numerics as nm
+from host_driver.models.vectors import edge_f32_bits
 
-CODECS = list(nm.CODECS)
+CODECS = names(Codec)
 
 
 def expected(x_bits: np.ndarray, codec: str) -> np.ndarray:
@@ -59,14 +61,14 @@ async def copies(nic, r, n_desc=12, max_elems=700, batch=6):
 
 def bad_descriptor_cases(mem_size):
     """(name, fields to override, register overrides): one per check of ``descriptors.check``."""
-    S = ds.STATUS_CODE
+    S = Status.__members__
     return [
         ("bad_opcode", {"opcode": 0}, {}), ("bad_opcode", {"opcode": 9}, {}),
         ("bad_dtype", {"dtype": 2}, {}),
         ("bad_codec", {"codec": 5}, {}), ("bad_codec", {"codec": 7}, {}),
         ("codec_dtype", {"dtype": 1, "codec": 3}, {}),
         ("bad_algorithm", {"algorithm": 1}, {}),
-        ("bad_count", {"count": 0}, {}), ("bad_count", {"count": ds.MAX_COUNT + 1}, {}),
+        ("bad_count", {"count": 0}, {}), ("bad_count", {"count": MAX_COUNT + 1}, {}),
         ("bad_alignment", {"src_offset": 2}, {}), ("bad_alignment", {"dst_offset": 1}, {}),
         ("bad_range", {"src": (1 << 64) - 8, "count": 4}, {}),
         ("bad_world_size", {"opcode": 2}, {"WORLD_SIZE": 0}),
@@ -117,8 +119,8 @@ async def bad_descriptors(nic, r):
 async def dma_errors(nic, r):
     """SLVERR and DECERR on the data read, the data write and the descriptor fetch each end in their
     status; the NIC goes on. A failed completion write raises NicError from wait()."""
-    from host_driver.nic import NicError
-    S = ds.STATUS_CODE
+    from host_driver.driver.nic import NicError
+    S = Status.__members__
     mem = nic.backend.memory
     B = nic.backend.width // 8
     n = 100

@@ -1,7 +1,7 @@
 """The ring collectives through the RTL: N NICs in the cluster bench, results bit-exact with the golden model.
 
-Each pytest item runs a list of jobs in one simulation (``cocotb_tests/cluster_job.py``); afterwards every
-rank's result is compared bit for bit with ``host_driver.allreduce`` (allreduce, reduce_scatter or allgather:
+Each pytest item runs a list of jobs in one simulation (``host_driver/sim/cluster_job.py``); afterwards every
+rank's result is compared bit for bit with ``host_driver.models.allreduce`` (allreduce, reduce_scatter or allgather:
 the model backend), and
 the links' frame and byte counts and each NIC's completion with the model's traffic. Sizes are small
 (hundreds to a few thousand elements, P = 64) so that every case finishes in seconds on Icarus too; the
@@ -10,22 +10,21 @@ the links' frame and byte counts and each NIC's completion with the model's traf
 
 import json
 from pathlib import Path
+
 import numpy as np
 import pytest
-
-from harness import run, selected_sims
-from host_driver import allreduce as ar
-from host_driver import numerics as nm
-from host_driver import credits
-from host_driver import descriptors as ds
-from host_driver.cluster import HEADER, MODEL_OPS, Cluster
-from host_driver.cluster_rtl import link_rate_fixed
-from host_driver.protocol import Ainic
 from scapy.layers.l2 import Ether
+
+from contract import credits
+from contract.enums import Codec, Opcode, names
+from host_driver.models import allreduce as ar
+from host_driver.models.protocol import Ainic
+from host_driver.sim.cluster import HEADER, MODEL_OPS, Cluster, link_rate_fixed
+from host_driver.sim.runner import run, selected_sims
 
 W = 64
 P = 64
-CODECS = list(nm.CODECS)
+CODECS = names(Codec)
 
 
 def inputs(rng, n, L, dtype, extreme=False):
@@ -54,7 +53,7 @@ def run_jobs(sim, bench, jobs, tmp_path):
         np.save(j["inputs"], x)
     path = tmp_path / "jobs.json"
     path.write_text(json.dumps(jobs))
-    run(sim, f"cluster_n{bench}", W, "cluster_job", env={"AINIC_JOB": str(path)}, tag=tmp_path.name)
+    run(sim, f"cluster_n{bench}", W, "host_driver.sim.cluster_job", env={"AINIC_JOB": str(path)}, tag=tmp_path.name)
     for j in jobs:
         x = np.load(j["inputs"])
         n, L = x.shape
@@ -99,7 +98,7 @@ def run_jobs(sim, bench, jobs, tmp_path):
         for r, cs in enumerate(stats["completions"]):
             assert len(cs) == reps
             for i, c in enumerate(cs):
-                assert (c["status"], c["opcode"], c["collective"]) == (0, ds.OPCODES[op], i), c
+                assert (c["status"], c["opcode"], c["collective"]) == (0, Opcode[op], i), c
                 prev = (r - 1) % n
                 assert (c["packets_sent"], c["packets_received"]) == (data[r], data[prev]), (j["name"], r, c)
                 assert (c["bytes_sent"], c["bytes_received"]) == (data_bytes[r], data_bytes[prev]), (j["name"], r, c)

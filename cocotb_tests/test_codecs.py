@@ -1,4 +1,4 @@
-"""Compressor and decompressor, every codec, against host_driver.numerics.compress/decompress bit for bit."""
+"""Compressor and decompressor, every codec, against host_driver.models.numerics.compress/decompress bit for bit."""
 
 import os
 
@@ -6,12 +6,13 @@ import cocotb
 import numpy as np
 import pytest
 
-import bench
-from tb import TB, TRAFFIC, frame, rng, width
-from host_driver import numerics as nm
-from host_driver.vectors import edge_f32_bits
+from cocotb_tests import bench
+from contract.enums import Codec, names
+from host_driver.models import numerics as nm
+from host_driver.models.vectors import edge_f32_bits
+from host_driver.sim.testbench import TB, TRAFFIC, frame, rng, width
 
-CODECS = list(nm.CODECS)
+CODECS = names(Codec)
 
 
 def packet_sizes(lanes, r):
@@ -36,7 +37,7 @@ def gradients(r, n, codec):
 
 async def start(dut, codec, sinks=("m_axis",)):
     tb = TB(dut, sources=("s_axis",), sinks=sinks)
-    dut.cfg_codec.value = nm.CODECS[codec]
+    dut.cfg_codec.value = Codec[codec]
     await tb.reset()
     return tb
 
@@ -56,7 +57,7 @@ async def expect_frames(tb, wants, what):
 
 async def compress_packets(dut, codec):
     tb = await start(dut, codec)
-    r = rng(10 + nm.CODECS[codec])
+    r = rng(10 + Codec[codec])
     lanes = width() // 32
     for idle, bp in TRAFFIC:
         tb.set_traffic(idle, bp)
@@ -68,7 +69,7 @@ async def compress_packets(dut, codec):
 
 async def decompress_packets(dut, codec):
     tb = await start(dut, codec)
-    r = rng(20 + nm.CODECS[codec])
+    r = rng(20 + Codec[codec])
     lanes = width() // 32
     for idle, bp in TRAFFIC:
         tb.set_traffic(idle, bp)
@@ -101,7 +102,7 @@ async def decompress_half_exhaustive(dut):
     tb = await start(dut, "fp16")
     tb.set_traffic(0.1, 0.2)
     for codec in ("fp16", "bf16"):
-        dut.cfg_codec.value = nm.CODECS[codec]          # idle between packets: safe to switch
+        dut.cfg_codec.value = Codec[codec]          # idle between packets: safe to switch
         pats = np.arange(65536, dtype=np.uint32).astype(np.uint16)
         datas = [pats[i:i + 4096].tobytes() for i in range(0, 65536, 4096)]
         for d in datas:
@@ -114,7 +115,7 @@ async def bfp_short_count_trims(dut):
     """A bfp packet whose element count ends inside a block: the padding elements never come out."""
     tb = await start(dut, "bfp8")
     for codec in ("bfp8", "bfp4"):
-        dut.cfg_codec.value = nm.CODECS[codec]
+        dut.cfg_codec.value = Codec[codec]
         x = np.arange(1, 38, dtype=np.float32)
         data = nm.compress(x, codec)
         await tb.source["s_axis"].send(frame(data, tuser=37))
@@ -127,7 +128,7 @@ async def _throughput(tb, codec, direction):
     n = 10240 * lanes
     r = rng(30)
     x = r.standard_normal(n).astype(np.float32)
-    tb.dut.cfg_codec.value = nm.CODECS[codec]
+    tb.dut.cfg_codec.value = Codec[codec]
     if direction == "compress":
         meter = bench.StreamMeter(dut, "s_axis", "m_axis")
         await tb.source["s_axis"].send(frame(x.tobytes()))
@@ -176,13 +177,13 @@ if bench.enabled():
 @pytest.mark.parametrize("width", [64, 512])
 @pytest.mark.parametrize("top", ["compressor", "decompressor"])
 def test_codec(sim, top, width):
-    from harness import run
-    run(sim, top, width, "test_codecs", env={"COCOTB_TEST_FILTER": TESTS_OF[top]}, tag=top)
+    from host_driver.sim.runner import run
+    run(sim, top, width, "cocotb_tests.test_codecs", env={"COCOTB_TEST_FILTER": TESTS_OF[top]}, tag=top)
 
 
 @pytest.mark.parametrize("top,test", [("compressor", "compress_bfp4"), ("decompressor", "decompress_fp16")])
 def test_scoreboard_catches_one_wrong_bit(top, test):
     """The regression can fail: with one expected bit flipped, the codec test must report a difference."""
-    from harness import run
+    from host_driver.sim.runner import run
     with pytest.raises(AssertionError, match="first difference"):
-        run("icarus", top, 64, "test_codecs", testcase=test, env={"AINIC_FLIP_EXPECTED_BIT": "1"}, tag="flip")
+        run("icarus", top, 64, "cocotb_tests.test_codecs", testcase=test, env={"AINIC_FLIP_EXPECTED_BIT": "1"}, tag="flip")

@@ -1,19 +1,17 @@
 """The host interface (registers, command processor, DMA engine, codec loop) with the HDL host memory,
 driven by the host driver: the same scenarios as the software model, compared with it record for record."""
 
-import asyncio
 import os
 
 import cocotb
 import numpy as np
 import pytest
 
-import bench
-import nic_scenarios
-from tb import rng, width
-from host_driver.model import ModelBackend
-from host_driver.nic import Nic
-from host_driver.rtl import RtlBackend
+from cocotb_tests import bench, nic_scenarios
+from host_driver.driver.nic import Nic
+from host_driver.models.nic_model import ModelBackend
+from host_driver.sim.rtl_backend import RtlBackend
+from host_driver.sim.testbench import rng, width
 
 ADDR_BITS = 24
 MEMORY_MODES = {   # name -> HostMemory.configure arguments
@@ -67,8 +65,8 @@ async def scenarios_against_model(dut):
 @pytest.mark.parametrize("mode", list(MEMORY_MODES))
 @pytest.mark.parametrize("width", [64, 512])
 def test_host_interface(sim, width, mode):
-    from harness import run
-    run(sim, "host_bench", width, "test_host_interface", tag=mode,
+    from host_driver.sim.runner import run
+    run(sim, "host_bench", width, "cocotb_tests.test_host_interface", tag=mode,
         env={"AINIC_MEMORY_MODE": mode, "COCOTB_TEST_FILTER": "" if mode == "ideal" else r"\.scenarios_"})
 
 

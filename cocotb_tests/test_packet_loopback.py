@@ -4,9 +4,10 @@ backpressure; every record and payload comes back unchanged."""
 import cocotb
 import pytest
 
-from tb import TB, TRAFFIC, frame, rng
-from test_tx_builder import IP4, MAC, meta_bytes, random_packet
-from host_driver import protocol as pr
+from cocotb_tests.test_tx_builder import IP4, MAC, meta_bytes, random_packet
+from contract.protocol import UDP_PORT
+from host_driver.models import protocol as pr
+from host_driver.sim.testbench import TB, TRAFFIC, frame, rng
 
 
 @cocotb.test()
@@ -14,7 +15,7 @@ async def round_trip(dut):
     tb = TB(dut, sources=("s_meta", "s_axis"), sinks=("m_meta", "m_axis"))
     dut.cfg_tx_mac.value, dut.cfg_tx_ip.value = MAC(pr.PEER_MAC), IP4(pr.PEER_IP)
     dut.cfg_rx_mac.value, dut.cfg_rx_ip.value = MAC(pr.NIC_MAC), IP4(pr.NIC_IP)
-    dut.cfg_rank.value, dut.cfg_udp_port.value = pr.NIC_RANK, pr.UDP_PORT
+    dut.cfg_rank.value, dut.cfg_udp_port.value = pr.NIC_RANK, UDP_PORT
     await tb.reset()
     r = rng(60)
     total = 0
@@ -42,5 +43,5 @@ async def round_trip(dut):
 
 @pytest.mark.parametrize("width", [64, 512])
 def test_packet_loopback(sim, width):
-    from harness import run
-    run(sim, "packet_loopback", width, "test_packet_loopback")
+    from host_driver.sim.runner import run
+    run(sim, "packet_loopback", width, "cocotb_tests.test_packet_loopback")

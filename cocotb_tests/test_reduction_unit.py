@@ -1,4 +1,4 @@
-"""Reduction unit: fp32 and int32 element-wise sums against host_driver.numerics, bit for bit."""
+"""Reduction unit: fp32 and int32 element-wise sums against host_driver.models.numerics, bit for bit."""
 
 import os
 
@@ -6,10 +6,10 @@ import cocotb
 import numpy as np
 import pytest
 
-import bench
-from tb import TB, TRAFFIC, frame, rng, width
-from host_driver import numerics as nm
-from host_driver.vectors import adder_edge_pairs, edge_f32_bits
+from cocotb_tests import bench
+from host_driver.models import numerics as nm
+from host_driver.models.vectors import adder_edge_pairs, edge_f32_bits
+from host_driver.sim.testbench import TB, TRAFFIC, frame, rng, width
 
 TOP = "reduction_unit"
 
@@ -125,13 +125,13 @@ async def throughput(dut):
 
 @pytest.mark.parametrize("width", [64, 512])
 def test_reduction_unit(sim, width):
-    from harness import run
-    run(sim, TOP, width, "test_reduction_unit")
+    from host_driver.sim.runner import run
+    run(sim, TOP, width, "cocotb_tests.test_reduction_unit")
 
 
 def test_scoreboard_catches_one_wrong_bit():
     """The regression can fail: with one expected bit flipped, the fp32 test must report a mismatch."""
-    from harness import run
+    from host_driver.sim.runner import run
     with pytest.raises(AssertionError, match="first bad"):
-        run("icarus", TOP, 64, "test_reduction_unit", testcase="fp32_named_edges",
+        run("icarus", TOP, 64, "cocotb_tests.test_reduction_unit", testcase="fp32_named_edges",
             env={"AINIC_FLIP_EXPECTED_BIT": "1"}, tag="flip")

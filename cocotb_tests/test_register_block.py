@@ -1,4 +1,4 @@
-"""AXI4-Lite register block against the register map (host_driver/regmap.py), through cocotbext-axi."""
+"""AXI4-Lite register block against the register map (contract/regmap.py), through cocotbext-axi."""
 
 import cocotb
 import pytest
@@ -6,9 +6,9 @@ from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 from cocotbext.axi.constants import AxiResp
 
-from tb import TB, rng, width
-from host_driver import regmap as rm
-from hdl.csr import RO, RW
+from contract import regmap as rm
+from hdl.host.register_block import RO, RW
+from host_driver.sim.testbench import TB, rng, width
 
 
 async def start(dut):
@@ -93,5 +93,5 @@ async def status_w1c_doorbell_irq_and_errors(dut):
 
 @pytest.mark.parametrize("width", [64, 512])
 def test_register_block(sim, width):
-    from harness import run
-    run(sim, "register_block", width, "test_register_block")
+    from host_driver.sim.runner import run
+    run(sim, "register_block", width, "cocotb_tests.test_register_block")

@@ -1,20 +1,22 @@
-"""Receive parser: every frame's verdict equals host_driver.protocol.check_frame; accepted payloads and
+"""Receive parser: every frame's verdict equals host_driver.models.protocol.check_frame; accepted payloads and
 headers come out bit-exact; dropped frames are counted per reason and never disturb the next frame."""
 
 import cocotb
 import numpy as np
 import pytest
-
-import bench
-from tb import TB, TRAFFIC, frame, rng, width
-from host_driver import numerics as nm
-from host_driver import protocol as pr
-from host_driver.vectors import malformed_frames
 from scapy.packet import fuzz
+
+from cocotb_tests import bench
+from contract.enums import Codec, names
+from host_driver.models import numerics as nm
+from host_driver.models import protocol as pr
+from host_driver.models.vectors import malformed_frames
+from host_driver.sim.replay import counters, start
+from host_driver.sim.testbench import TRAFFIC, frame, rng, width
 
 
 def valid_frame(r):
-    codec = str(r.choice(list(nm.CODECS)))
+    codec = str(r.choice(names(Codec)))
     n = int(r.choice([1, 2, 15, 16, 17, 64, 255, 256, int(r.integers(1, 257))]))
     x = r.standard_normal(n).astype(np.float32)
     return pr.build_frame(nm.compress(x, codec), codec=codec, count=n, chunk=int(r.integers(0, 100)),
@@ -44,24 +46,6 @@ def workload(r):
         frames.append((pr.build_frame(b"", count=0)[:42] + hdr, False))
     frames.append((valid_frame(r), False))
     return frames
-
-
-def counters(dut) -> dict:
-    """The parser's counters: one per drop reason, and "accepted"."""
-    drops = int(dut.stat_drops.value)
-    c = {reason: (drops >> (32 * i)) & 0xFFFFFFFF for i, reason in enumerate(pr.DROP_REASONS)}
-    c["accepted"] = int(dut.stat_accepted.value)
-    return c
-
-
-async def start(dut):
-    tb = TB(dut, sources=("s_axis",), sinks=("m_axis", "m_meta"))
-    dut.cfg_mac.value = pr.mac_int(pr.NIC_MAC)
-    dut.cfg_ip.value = pr.ip_int(pr.NIC_IP)
-    dut.cfg_udp_port.value = pr.UDP_PORT
-    dut.cfg_rank.value = pr.NIC_RANK
-    await tb.reset()
-    return tb
 
 
 @cocotb.test()
@@ -132,5 +116,5 @@ async def throughput(dut):
 
 @pytest.mark.parametrize("width", [64, 512])
 def test_rx_parser(sim, width):
-    from harness import run
-    run(sim, "rx_parser", width, "test_rx_parser")
+    from host_driver.sim.runner import run
+    run(sim, "rx_parser", width, "cocotb_tests.test_rx_parser")

@@ -1,4 +1,4 @@
-"""Transmit builder: every frame bit-exact with host_driver.protocol.build_frame, and accepted by the
+"""Transmit builder: every frame bit-exact with host_driver.models.protocol.build_frame, and accepted by the
 reference validator at the peer; line rate in the benchmark."""
 
 import os
@@ -8,24 +8,26 @@ import cocotb
 import numpy as np
 import pytest
 
-import bench
-from tb import TB, TRAFFIC, frame, rng, width
-from host_driver import numerics as nm
-from host_driver import protocol as pr
-from host_driver.pcap import tshark_fields, write_pcap
+from cocotb_tests import bench
+from contract.enums import Codec, names
+from contract.protocol import HEADER_FIELDS, UDP_PORT, VERSION
+from host_driver.models import numerics as nm
+from host_driver.models import protocol as pr
+from host_driver.models.pcap import tshark_fields, write_pcap
+from host_driver.sim.testbench import TB, TRAFFIC, frame, rng, width
 
 MAC, IP4 = pr.mac_int, pr.ip_int
 
 
 def random_packet(r, header_only=False):
-    fields = {name: int(r.integers(0, 1 << bits)) for name, bits in pr.header_fields()}
-    fields.update(version=pr.VERSION, reserved=0, dst_rank=pr.PEER_RANK)
+    fields = {name: int(r.integers(0, 1 << bits)) for name, bits in HEADER_FIELDS}
+    fields.update(version=VERSION, reserved=0, dst_rank=pr.PEER_RANK)
     if header_only:
         fields.update(opcode=2, count=0, codec=0, dtype=0)
         return fields, b""
-    codec = str(r.choice(list(nm.CODECS)))
+    codec = str(r.choice(names(Codec)))
     n = int(r.choice([1, 2, 15, 16, 17, 64, 256, int(r.integers(1, 257))]))
-    fields.update(opcode=int(r.integers(0, 2)), codec=nm.CODECS[codec], dtype=0, count=n)
+    fields.update(opcode=int(r.integers(0, 2)), codec=Codec[codec], dtype=0, count=n)
     return fields, nm.compress(r.standard_normal(n).astype(np.float32), codec)
 
 
@@ -44,7 +46,7 @@ async def start(dut):
     tb = TB(dut, sources=("s_meta", "s_axis"), sinks=("m_axis",))
     dut.cfg_mac.value = MAC(pr.NIC_MAC)
     dut.cfg_ip.value = IP4(pr.NIC_IP)
-    dut.cfg_udp_port.value = pr.UDP_PORT
+    dut.cfg_udp_port.value = UDP_PORT
     await tb.reset()
     return tb
 
@@ -98,5 +100,5 @@ async def throughput(dut):
 
 @pytest.mark.parametrize("width", [64, 512])
 def test_tx_builder(sim, width):
-    from harness import run
-    run(sim, "tx_builder", width, "test_tx_builder")
+    from host_driver.sim.runner import run
+    run(sim, "tx_builder", width, "cocotb_tests.test_tx_builder")

@@ -15,13 +15,16 @@ Subcommands (more arrive with the packet path, the DMA engine and the collective
 
 import argparse
 import json
-import time
 import sys
+import time
 
 import numpy as np
 
-from . import allreduce as ar
-from . import numerics as nm
+from contract.enums import Codec, Dtype, names
+from contract.limits import DEFAULT_WIDTH, WIDTHS
+from contract.protocol import DEFAULT_P
+from host_driver.models import allreduce as ar
+from host_driver.models import numerics as nm
 
 
 def _codec(args) -> int:
@@ -37,7 +40,7 @@ def _codec(args) -> int:
         x = x.ravel()
     else:
         x = np.random.default_rng(args.seed).standard_normal(args.elements).astype(np.float32)
-    codecs = list(nm.CODECS) if args.codec == "all" else [args.codec]
+    codecs = names(Codec) if args.codec == "all" else [args.codec]
     rows = []
     for codec in codecs:
         data = nm.compress(x, codec)
@@ -63,10 +66,13 @@ def _codec(args) -> int:
 
 
 def _verilog(args) -> int:
-    from hdl.export import export
-    from hdl.tops import EXPORT_WIDTHS, TOPS
+    from hdl.flow.tops import TOPS, export
+    unknown = [t for t in args.top or () if t not in TOPS]
+    if unknown:
+        print(f"ainic verilog: unknown top {unknown[0]!r}; one of {', '.join(TOPS)}", file=sys.stderr)
+        return 2
     for top in args.top or TOPS:
-        for width in args.width or EXPORT_WIDTHS:
+        for width in args.width or WIDTHS:
             print(export(top, width))
     return 0
 
@@ -76,19 +82,17 @@ def _replay(args) -> int:
     import tempfile
     from pathlib import Path
 
-    from .pcap import read_pcap
+    from host_driver.models.pcap import read_pcap
     try:
         frames = read_pcap(args.pcap)
     except ValueError as exc:
         print(f"ainic replay: {exc}", file=sys.stderr)
         return 2
-    root = Path(__file__).resolve().parent.parent
-    sys.path.insert(0, str(root / "cocotb_tests"))
-    from harness import run  # the same build-and-run plumbing as the regression
+    from host_driver.sim.runner import run  # the same build-and-run plumbing as the regression
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "replay.json"
-        run(args.sim, "rx_parser", args.width, "replay", tag="replay",
+        run(args.sim, "rx_parser", args.width, "host_driver.sim.replay", tag="replay",
             env={"AINIC_REPLAY_PCAP": str(Path(args.pcap).resolve()), "AINIC_REPLAY_OUT": str(out),
                  "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "WARNING")})
         result = json.loads(out.read_text())
@@ -103,12 +107,12 @@ def _replay(args) -> int:
 
 
 def _toolchain(args) -> int:
-    from .toolchain import main as toolchain_main
+    from hdl.flow.toolchain import main as toolchain_main
     return toolchain_main(["--check"])
 
 
 def _demo(args) -> int:
-    from .cluster import MODEL_OPS, Cluster
+    from host_driver.sim.cluster import MODEL_OPS, Cluster
     n, dtype = args.nodes, args.dtype
     if args.inputs:
         if len(args.inputs) != n:
@@ -132,9 +136,9 @@ def _demo(args) -> int:
         if args.sim != "model":
             print(f"ainic demo: building the {n}-node cluster for {args.sim} at W = {args.width} "
                   "(cached per configuration) ...", flush=True)
-            from . import sim_runner
+            from host_driver.sim import runner
             t = time.time()
-            sim_runner.build(args.sim, f"cluster_n{n}", args.width, args.waves)
+            runner.build_top(args.sim, f"cluster_n{n}", args.width, args.waves)
             print(f"ainic demo: built in {time.time() - t:.1f} s; simulating {n} x {x[0].size:,} elements ...",
                   flush=True)
         results, stats = cluster.collective(args.op, x)
@@ -199,7 +203,7 @@ def _demo(args) -> int:
     if args.save:
         np.savez(args.save, inputs=np.stack(x), results=results)
     if args.pcap:
-        from .pcap import write_pcap
+        from host_driver.models.pcap import write_pcap
         if cluster.captured is not None:    # what the RTL fabric carried, stamped with its cycle
             write_pcap(args.pcap, [f for _, _, f in cluster.captured],
                        times=[c / (args.clock_mhz * 1e6) for c, _, _ in cluster.captured])
@@ -209,24 +213,23 @@ def _demo(args) -> int:
 
 
 def main(argv=None) -> int:
-    from hdl.tops import EXPORT_WIDTHS, TOPS
     ap = argparse.ArgumentParser(prog="ainic", description="ainic: FPGA AI smart NIC host tools")
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("codec", help="compression ratio and error of a wire codec on a tensor (golden model)")
     c.add_argument("file", nargs="?", help="a float32 .npy file (default: seeded Gaussian gradients)")
-    c.add_argument("--codec", default="all", choices=["all", *nm.CODECS])
+    c.add_argument("--codec", default="all", choices=["all", *names(Codec)])
     c.add_argument("--elements", type=int, default=1 << 20)
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
     c.set_defaults(func=_codec)
     v = sub.add_parser("verilog", help="export synthesizable tops to build/verilog/")
-    v.add_argument("--top", action="append", choices=sorted(TOPS))
-    v.add_argument("--width", action="append", type=int, choices=EXPORT_WIDTHS)
+    v.add_argument("--top", action="append", help="only this top (repeatable; default: every synthesizable top)")
+    v.add_argument("--width", action="append", type=int, choices=WIDTHS)
     v.set_defaults(func=_verilog)
     r = sub.add_parser("replay", help="feed a pcap through the RTL receive parser; a verdict per frame")
     r.add_argument("--pcap", required=True, help="capture of Ethernet frames without FCS")
     r.add_argument("--sim", default="verilator", choices=["icarus", "verilator"])
-    r.add_argument("--width", type=int, default=512, choices=EXPORT_WIDTHS)
+    r.add_argument("--width", type=int, default=DEFAULT_WIDTH, choices=WIDTHS)
     r.add_argument("--json", help="write {frames: [...], counters: {...}} here")
     r.set_defaults(func=_replay)
     d = sub.add_parser("demo", help="all-reduce across N simulated NICs, checked against the golden model")
@@ -234,11 +237,11 @@ def main(argv=None) -> int:
     d.add_argument("--op", default="allreduce", choices=list(ar.OPS),
                    help="the collective: the whole ring, or either half alone")
     d.add_argument("--elements", type=int, default=1 << 20)
-    d.add_argument("--codec", default="bfp8", choices=list(nm.CODECS))
-    d.add_argument("--dtype", default="fp32", choices=["fp32", "int32"])
-    d.add_argument("--packet", type=int, default=256, help="elements per packet (P)")
+    d.add_argument("--codec", default="bfp8", choices=names(Codec))
+    d.add_argument("--dtype", default="fp32", choices=names(Dtype))
+    d.add_argument("--packet", type=int, default=DEFAULT_P, help="elements per packet (P)")
     d.add_argument("--sim", default="model", choices=["model", "verilator", "icarus"])
-    d.add_argument("--width", type=int, default=512, choices=EXPORT_WIDTHS)
+    d.add_argument("--width", type=int, default=DEFAULT_WIDTH, choices=WIDTHS)
     d.add_argument("--link-gbps", type=float, default=80.0)
     d.add_argument("--clock-mhz", type=float, default=250.0)
     d.add_argument("--lag", type=int, default=8, help="engine work order: packets of lead per phase")

@@ -17,20 +17,21 @@ import sys
 import tempfile
 from pathlib import Path
 
+from contract.enums import Codec, names
+from hdl.flow.export import build_dir
+from hdl.flow.toolchain import SIMULATORS
+from host_driver.sim.runner import run
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "cocotb_tests")]
 os.environ["AINIC_BENCH"] = "1"
 
-from harness import run  # noqa: E402
-from host_driver.toolchain import SIMULATORS  # noqa: E402
-
 RUNS = [  # (top, cocotb module, test filter)
-    ("reduction_unit", "test_reduction_unit", r"\.throughput"),
-    ("compressor", "test_codecs", r"\.throughput"),
-    ("decompressor", "test_codecs", r"\.throughput"),
-    ("rx_parser", "test_rx_parser", r"\.throughput"),
-    ("tx_builder", "test_tx_builder", r"\.throughput"),
-    ("host_bench", "test_host_interface", r"\.dma_throughput"),
+    ("reduction_unit", "cocotb_tests.test_reduction_unit", r"\.throughput"),
+    ("compressor", "cocotb_tests.test_codecs", r"\.throughput"),
+    ("decompressor", "cocotb_tests.test_codecs", r"\.throughput"),
+    ("rx_parser", "cocotb_tests.test_rx_parser", r"\.throughput"),
+    ("tx_builder", "cocotb_tests.test_tx_builder", r"\.throughput"),
+    ("host_bench", "cocotb_tests.test_host_interface", r"\.dma_throughput"),
 ]
 
 
@@ -39,16 +40,14 @@ def allreduce_bench(results, args):
     against the ring bound, checked bit for bit against the golden model; simulation speed. Verilator runs
     every (N, codec); Icarus one small case for its speed."""
     import numpy as np
-    from host_driver import allreduce as ar
-    from host_driver import numerics as nm
-    from host_driver.cluster import Cluster
+
+    from host_driver.sim.cluster import MODEL_OPS, Cluster
     res = results.setdefault("allreduce", {})
-    from host_driver.cluster import MODEL_OPS
     cases = [("verilator", "allreduce", n, codec, args.elements) for n in (args.nodes or [4, 8])
-             for codec in (args.codec or nm.CODECS)]
+             for codec in (args.codec or names(Codec))]
     # either half alone, at N = 4
     cases += [("verilator", op, 4, codec, args.elements) for op in ("reduce_scatter", "allgather")
-              for codec in ("none", "bfp8") if 4 in (args.nodes or [4]) and codec in (args.codec or nm.CODECS)]
+              for codec in ("none", "bfp8") if 4 in (args.nodes or [4]) and codec in (args.codec or names(Codec))]
     if not args.sim or "icarus" in args.sim:
         cases.append(("icarus", "allreduce", 4, "bfp8", 16384))
     for sim, op, n, codec, L in cases:
@@ -135,13 +134,12 @@ def main(argv=None) -> int:
     if not args.no_sim and not args.no_allreduce:
         allreduce_bench(results, args)
     if args.synth:
-        from hdl.export import BUILD, export
-        from hdl.synth import synth_xilinx
-        from hdl.tops import TOPS, module_name
+        from hdl.flow.synth import synth_xilinx
+        from hdl.flow.tops import TOPS, export, module_name
         res = results.get("synth_xilinx", {})
         for top in TOPS:
             print(f"bench: synth_xilinx {top} w{args.width} ...", flush=True)
-            cells = synth_xilinx(export(top, args.width), module_name(top, args.width), BUILD / "synth")
+            cells = synth_xilinx(export(top, args.width), module_name(top, args.width), build_dir() / "synth")
             res[f"{top}_w{args.width}"] = {
                 "luts": sum(n for c, n in cells.items() if c.startswith("LUT")),
                 "ffs": sum(n for c, n in cells.items() if c.startswith("FD")),

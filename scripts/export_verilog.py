@@ -5,25 +5,24 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from hdl.export import VERILOG_DIR, export  # noqa: E402
-from hdl.nic_top import export_nic_top  # noqa: E402
-from hdl.tops import EXPORT_WIDTHS, TOPS  # noqa: E402
+from hdl.flow.export import verilog_dir
+from hdl.flow.integration import export_nic_top
+from hdl.flow.tops import EXPORT_WIDTHS, TOPS, export
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--top", action="append", choices=sorted(TOPS), help="only this top (repeatable)")
     ap.add_argument("--width", action="append", type=int, choices=EXPORT_WIDTHS, help="only this width")
-    ap.add_argument("--out", type=Path, default=VERILOG_DIR)
+    ap.add_argument("--out", type=Path, default=None, help="output folder (default: build/verilog)")
     args = ap.parse_args(argv)
+    out = args.out or verilog_dir()
     for top in args.top or TOPS:
         for width in args.width or EXPORT_WIDTHS:
-            print(export(top, width, args.out))
+            print(export(top, width, out))
     if not args.top and not args.width:
         # the integration top: ainic_nic.v (every width behind a DATA_WIDTH parameter) + its manifest
-        for path in export_nic_top(args.out):
+        for path in export_nic_top(out):
             print(path)
     return 0
 

@@ -1,20 +1,18 @@
 #!/usr/bin/env python3
-"""Generate docs/registers.md and build/ainic_regs.h from host_driver/regmap.py, and docs/descriptors.md
-from host_driver/descriptors.py (``--check``: only verify that both documents are current)."""
+"""Generate docs/registers.md and build/ainic_regs.h from contract/regmap.py, and docs/descriptors.md
+from contract/descriptors.py (``--check``: only verify that both documents are current)."""
 
 import argparse
 import sys
 from pathlib import Path
 
+from contract import descriptors
+from contract.regmap import render_c_header, render_markdown
+from hdl.flow.export import build_dir
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from host_driver import descriptors  # noqa: E402
-from host_driver.regmap import render_c_header, render_markdown  # noqa: E402
-
 DOC = ROOT / "docs" / "registers.md"
 DESC_DOC = ROOT / "docs" / "descriptors.md"
-HEADER = ROOT / "build" / "ainic_regs.h"
 
 
 def main(argv=None) -> int:
@@ -25,14 +23,15 @@ def main(argv=None) -> int:
     if args.check:
         stale = [p for p, text in docs.items() if not p.exists() or p.read_text() != text]
         for p in stale:
-            print(f"{p} is out of date: run scripts/gen_regs.py", file=sys.stderr)
+            print(f"{p} is out of date: run `make verilog`", file=sys.stderr)
         return 1 if stale else 0
     for p, text in docs.items():
         p.write_text(text)
         print(p)
-    HEADER.parent.mkdir(parents=True, exist_ok=True)
-    HEADER.write_text(render_c_header(descriptors.render_c_defines()))
-    print(HEADER)
+    header = build_dir() / "ainic_regs.h"
+    header.parent.mkdir(parents=True, exist_ok=True)
+    header.write_text(render_c_header(descriptors.render_c_defines()))
+    print(header)
     return 0
 
 

@@ -1,0 +1,149 @@
+"""Every enumeration shared by the RTL, the wire, the registers, the driver and the models.
+
+Members are lower case: their names are the words users type (``--codec bfp8``) and the docs print, so
+``Codec["bfp8"]`` parses a name and ``Codec.bfp8.name`` prints one. Each is an ``enum.IntEnum``: the
+value is what the hardware, the wire or a record carries, and Amaranth takes the class as a shape.
+"""
+
+from enum import IntEnum, IntFlag
+
+
+class Codec(IntEnum):
+    """Wire codec: 4-bit ``codec`` of the ainic header, descriptor ``codec`` byte (docs/numerics.md)."""
+    none = 0
+    fp16 = 1
+    bf16 = 2
+    bfp8 = 3
+    bfp4 = 4
+
+
+class Dtype(IntEnum):
+    """Element type: 4-bit ``dtype`` of the header, descriptor ``dtype`` byte."""
+    fp32 = 0
+    int32 = 1
+
+
+class Opcode(IntEnum):
+    """Descriptor opcode (docs/descriptors.md)."""
+    copy = 1
+    allreduce = 2
+    reduce_scatter = 3
+    allgather = 4
+
+
+class Collective(IntEnum):
+    """A ring collective, as the engine's plan carries it: descriptor opcode minus ``Opcode.allreduce``."""
+    allreduce = 0
+    reduce_scatter = 1
+    allgather = 2
+
+    @property
+    def opcode(self) -> Opcode:
+        return Opcode(self + Opcode.allreduce)
+
+
+class FrameOpcode(IntEnum):
+    """``opcode`` byte of the ainic header (docs/protocol.md)."""
+    data = 0            # a partial sum (reduce-scatter phases)
+    result = 1          # a finished sum (all-gather phases)
+    ack = 2             # receive credits, header only
+    nack = 3            # reserved for loss recovery, header only
+
+
+#: frame opcodes that carry a payload
+DATA_OPCODES = (FrameOpcode.data, FrameOpcode.result)
+
+
+class FrameFlag(IntFlag):
+    """``flags`` byte of the ainic header."""
+    retransmit = 0x01
+    last_of_chunk = 0x02
+    shadow = 0x04       # in-network aggregation: which of a slot's two pools
+
+
+class AxiResp(IntEnum):
+    """AXI4 / AXI4-Lite response (``xRESP``); a DMA status carries the worst one seen."""
+    okay = 0
+    exokay = 1
+    slverr = 2
+    decerr = 3
+
+
+class Algorithm(IntEnum):
+    """Descriptor ``algorithm`` byte."""
+    ring = 0
+
+
+class PhaseKind(IntEnum):
+    """What a rank does in one phase of a ring collective (docs/collective_engine.md)."""
+    send = 0            # phase 0: own chunk out
+    reduce = 1          # received + own, sum out
+    final = 2           # received + own: the finished sum, to the host and out
+    forward = 3         # a finished sum received: to the host and on
+    last = 4            # a finished sum received: to the host only
+    gather = 5          # all-gather alone: own chunk to the host and out
+    scatter_end = 6     # reduce-scatter alone: received + own, to the host only
+
+
+class DropReason(IntEnum):
+    """Why the receive parser dropped a frame, in the order it checks (the first that applies counts)."""
+    mac_error = 0       # tuser (MAC-reported error) on any beat
+    runt = 1            # shorter than Ethernet + IPv4 + UDP + ainic headers
+    oversize = 2        # longer than MAX_FRAME_BYTES
+    not_for_us = 3      # destination MAC neither ours nor broadcast
+    ethertype = 4       # not IPv4 (ARP, IPv6, ... : see docs/protocol.md)
+    ip_version_ihl = 5  # version != 4 or IHL != 5 (options unsupported)
+    ip_checksum = 6
+    ip_length = 7       # total length disagrees with the frame
+    ip_fragment = 8     # MF set or fragment offset != 0
+    ip_protocol = 9     # not UDP
+    ip_dst = 10         # destination IP not ours
+    udp_port = 11       # not our UDP port
+    udp_length = 12     # UDP length != IP total length - 20
+    version = 13        # ainic version
+    opcode = 14
+    codec_dtype = 15    # unknown codec or dtype, or a codec on int32
+    count = 16          # count = 0, > MAX_P, or payload length != codec bytes for count
+    dst_rank = 17
+
+
+class Status(IntEnum):
+    """Completion status (meanings: ``contract.descriptors.STATUS_MEANING``)."""
+    ok = 0
+    bad_opcode = 1
+    bad_dtype = 2
+    bad_codec = 3
+    codec_dtype = 4
+    bad_algorithm = 5
+    bad_count = 6
+    bad_alignment = 7
+    bad_range = 8
+    bad_world_size = 9
+    bad_packet_size = 10
+    unsupported = 11
+    read_slverr = 16
+    read_decerr = 17
+    write_slverr = 18
+    write_decerr = 19
+    fetch_error = 20
+    network_mismatch = 21
+    ring_too_large = 22
+
+
+def names(enum) -> list:
+    """The member names of ``enum`` in value order: what argument parsers offer."""
+    return [e.name for e in enum]
+
+
+def parse(enum, value, what: str = None):
+    """``value`` (a member, its name or its int) as a member of ``enum``; ValueError naming the choices."""
+    if isinstance(value, enum):
+        return value
+    try:
+        if isinstance(value, str):
+            return enum[value]
+        if isinstance(value, int) and not isinstance(value, bool):
+            return enum(value)
+    except (KeyError, ValueError):
+        pass
+    raise ValueError(f"{what or enum.__name__} must be one of {', '.join(names(enum))}, got {value!r}")

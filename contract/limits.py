@@ -1,0 +1,11 @@
+"""Build and scale limits shared by the RTL, the driver and the harness."""
+
+#: datapath widths (bits) every top is built, exported and simulated at; the default first
+WIDTHS = (512, 256, 128, 64)
+DEFAULT_WIDTH = 512
+#: ranks a NIC's peer table holds (WORLD_SIZE 1 .. MAX_RANKS)
+MAX_RANKS = 64
+#: NICs the simulated cluster bench holds (2 .. MAX_CLUSTER_NODES; a job may use fewer)
+MAX_CLUSTER_NODES = 16
+#: elements per descriptor (256 MiB of fp32)
+MAX_COUNT = 1 << 26

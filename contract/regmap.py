@@ -1,0 +1,191 @@
+"""The register map, defined once: the RTL register block, the driver's constants, docs/registers.md and the
+C header (build/ainic_regs.h) are all generated from :data:`REGISTERS`.
+
+32-bit registers on an AXI4-Lite slave, byte addresses. Access: ``ro`` read-only (status from the NIC),
+``rw`` read-write (configuration), ``w1c`` read, write one to clear (interrupt status), ``wo`` write-only
+pulses (doorbells; read as 0). 64-bit quantities are LO/HI pairs, LO first.
+"""
+
+from dataclasses import dataclass, field
+
+from .enums import Codec, DropReason
+from .limits import MAX_RANKS
+from .protocol import DEFAULT_P, UDP_PORT
+
+ID_VALUE = 0x41494E43          # "AINC"
+VERSION_VALUE = 0x00010000     # 1.0.0: major.minor.patch in bits 31:16, 15:8, 7:0
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    lsb: int
+    width: int
+    desc: str
+
+
+@dataclass(frozen=True)
+class Register:
+    name: str
+    offset: int
+    access: str
+    reset: int
+    desc: str
+    fields: tuple = field(default_factory=tuple)
+    count: int = 1              # an array of `count` registers, 4 bytes apart
+
+    def __post_init__(self):
+        if self.access not in ("ro", "rw", "w1c", "wo"):
+            raise ValueError(f"{self.name}: unknown access {self.access!r}")
+        if self.offset % 4:
+            raise ValueError(f"{self.name}: offset {self.offset:#x} is not 32-bit aligned")
+        for f in self.fields:
+            if f.lsb + f.width > 32:
+                raise ValueError(f"{self.name}.{f.name} does not fit in 32 bits")
+
+
+def _codec_mask():
+    return sum(1 << code for code in Codec)
+
+
+def _build():
+    regs = []
+    at = [0]
+
+    def reg(name, access, reset=0, desc="", fields=(), count=1, align=None):
+        if align:
+            at[0] = -(-at[0] // align) * align
+        regs.append(Register(name, at[0], access, reset, desc, tuple(fields), count))
+        at[0] += 4 * count
+
+    reg("ID", "ro", ID_VALUE, 'Identifies an ainic NIC: "AINC".')
+    reg("VERSION", "ro", VERSION_VALUE, "Register map version: major 31:16, minor 15:8, patch 7:0.")
+    reg("CAPS", "ro", 0, "What this build supports (the value depends on the build's parameters).", [
+        Field("data_width_bytes", 0, 8, "W/8: the datapath width in bytes (8 .. 64)"),
+        Field("max_ranks_log2", 8, 8, f"log2 of the largest world size (peer table entries; {MAX_RANKS} here)"),
+        Field("codecs", 16, 8, f"bit per codec code (none=bit 0 ... bfp4=bit 4); all five = {_codec_mask():#x}"),
+        Field("dtypes", 24, 4, "bit per element type: fp32 = bit 0, int32 = bit 1"),
+    ])
+    reg("CONTROL", "rw", 0, "Global control.", [
+        Field("enable", 0, 1, "1: the NIC takes descriptors and frames; 0: it finishes the current descriptor, "
+              "then holds SQ_HEAD, SQ_TAIL and CQ_TAIL at 0 (configure the rings, then enable)"),
+        Field("reset_stats", 1, 1, "write 1: clear every counter (self-clearing)"),
+    ])
+    reg("RANK", "rw", 0, "This NIC's rank in the job (0 .. WORLD_SIZE-1).")
+    reg("WORLD_SIZE", "rw", 1, f"Number of ranks (1 .. {MAX_RANKS}).")
+    reg("UDP_PORT", "rw", UDP_PORT, "UDP port of ainic traffic, both directions.")
+    reg("PACKET_ELEMS", "rw", DEFAULT_P, "P: elements per packet, a multiple of 16, 16 .. 1024.")
+    reg("LOCAL_MAC_LO", "rw", 0, "This NIC's MAC address, bits 31:0.")
+    reg("LOCAL_MAC_HI", "rw", 0, "This NIC's MAC address, bits 47:32 (in 15:0).")
+    reg("LOCAL_IP", "rw", 0, "This NIC's IPv4 address.")
+    reg("LAG", "rw", 8, "Collective work order: packet k of phase p runs at key k + LAG*p (1 .. 255; "
+        "docs/collective_engine.md). Every rank of a job must use the same value.")
+    reg("JOB_ID", "rw", 0, "Job id carried in every ainic header (16 bits); a received frame of another job ends the collective with status network_mismatch.")
+    for name, bits, desc in (("SQ", "submission", "descriptors written by the host"),
+                             ("CQ", "completion", "completion records written by the NIC")):
+        reg(f"{name}_BASE_LO", "rw", 0, f"Host address of the {bits} ring ({desc}), bits 31:0; 64-byte aligned.",
+            align=0x10 if name == "SQ" else None)
+        reg(f"{name}_BASE_HI", "rw", 0, f"Host address of the {bits} ring, bits 63:32.")
+        reg(f"{name}_SIZE_LOG2", "rw", 0, f"log2 of the {bits} ring's entry count (1 .. 15).")
+    reg("SQ_HEAD", "ro", 0, "Free-running 16-bit index of the next descriptor the NIC will fetch.")
+    reg("SQ_DOORBELL", "wo", 0, "Write the free-running 16-bit producer index: the NIC fetches up to it. "
+        "A value more than the ring size ahead of SQ_HEAD is ignored and sets ERROR_STATUS.doorbell.")
+    reg("SQ_TAIL", "ro", 0, "The last accepted doorbell value (free-running 16-bit producer index).")
+    reg("CQ_TAIL", "ro", 0, "Free-running 16-bit index of the next completion record the NIC will write.")
+    reg("CQ_HEAD", "rw", 0, "Free-running 16-bit index the host has consumed completions up to; the NIC "
+        "waits while the ring is full (CQ_TAIL - CQ_HEAD = size).")
+    reg("DESC_COMPLETED", "ro", 0, "Descriptors completed (any status, wraps).")
+    reg("DESC_ERRORS", "ro", 0, "Descriptors completed with a status other than ok (wraps).")
+    reg("IRQ_ENABLE", "rw", 0, "Interrupt enable, one bit per cause (as IRQ_STATUS).")
+    reg("IRQ_STATUS", "w1c", 0, "Interrupt causes; `irq` is high while (IRQ_STATUS & IRQ_ENABLE) != 0.", [
+        Field("completion", 0, 1, "a completion record was written"),
+        Field("error", 1, 1, "ERROR_STATUS became non-zero"),
+    ])
+    reg("ERROR_STATUS", "w1c", 0, "Sticky errors.", [
+        Field("dma", 0, 1, "an AXI read or write returned SLVERR/DECERR"),
+        Field("int32_overflow", 1, 1, "an int32 reduction saturated"),
+        Field("framing", 2, 1, "the reduction unit saw inputs with different framing"),
+        Field("doorbell", 3, 1, "an SQ_DOORBELL value more than the ring size ahead of SQ_HEAD was ignored"),
+        Field("ring_config", 4, 1, "enabled with a ring size outside 1 .. 15 or a base not 64-byte aligned"),
+        Field("completion_write", 5, 1, "writing a completion record failed (the descriptor is lost)"),
+    ])
+    reg("PEER_MAC_LO", "rw", 0, "Peer table: MAC address of rank i, bits 31:0.", count=MAX_RANKS, align=0x100)
+    reg("PEER_MAC_HI", "rw", 0, "Peer table: MAC address of rank i, bits 47:32 (in 15:0).", count=MAX_RANKS)
+    reg("PEER_IP", "rw", 0, "Peer table: IPv4 address of rank i.", count=MAX_RANKS)
+    reg("RX_ACCEPTED", "ro", 0, "Frames the parser accepted.", align=0x100)
+    reg("RX_BYTES", "ro", 0, "Bytes of accepted frames (wraps).")
+    reg("TX_FRAMES", "ro", 0, "Frames the builder sent.")
+    reg("TX_BYTES", "ro", 0, "Bytes of sent frames (wraps).")
+    reg("RETRANSMISSIONS", "ro", 0, "Frames sent again after a loss.")
+    for reason in DropReason:
+        reg(f"RX_DROP_{reason.name.upper()}", "ro", 0,
+            f"Frames the parser dropped for `{reason.name}` (docs/protocol.md).")
+    return regs
+
+
+REGISTERS = _build()
+BY_NAME = {r.name: r for r in REGISTERS}
+SPAN = max(r.offset + 4 * r.count for r in REGISTERS)
+
+
+def offset(name: str, index: int = 0) -> int:
+    """Byte offset of register ``name`` (element ``index`` of an array)."""
+    try:
+        r = BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"no register {name!r}") from None
+    if not 0 <= index < r.count:
+        raise IndexError(f"{name} has {r.count} entr{'y' if r.count == 1 else 'ies'}, index {index} is out of range")
+    return r.offset + 4 * index
+
+
+def field_masks(name: str) -> dict:
+    """{field: mask} of a register's one-bit-or-wider fields (``1 << lsb`` for flags)."""
+    return {f.name: ((1 << f.width) - 1) << f.lsb for f in BY_NAME[name].fields}
+
+
+def _check_overlaps():
+    spans = sorted((r.offset, r.offset + 4 * r.count, r.name) for r in REGISTERS)
+    for (a0, a1, an), (b0, b1, bn) in zip(spans, spans[1:]):
+        if b0 < a1:
+            raise ValueError(f"registers {an} and {bn} overlap")
+
+
+_check_overlaps()
+
+
+def render_markdown() -> str:
+    lines = ["# Registers", "",
+             "*Generated from `contract/regmap.py` by `scripts/gen_regs.py`; do not edit by hand.*", "",
+             __doc__.strip().split("\n\n", 1)[1].replace("\n", " ").replace("``", "`"), "",
+             "In RTL the map is `RegisterBlock` (`hdl/host/register_block.py`): `rw` registers drive its `cfg` outputs, `ro` "
+             "registers read its `stat` inputs, `w1c` bits are set through `set`, `wo` writes pulse `strobe`; "
+             "addresses outside the map answer SLVERR. C code includes `build/ainic_regs.h` (`make verilog`).", "",
+             "| offset | name | access | reset | description |", "|--------|------|--------|-------|-------------|"]
+    for r in REGISTERS:
+        name = r.name if r.count == 1 else f"{r.name}[0..{r.count - 1}]"
+        lines.append(f"| `{r.offset:#06x}` | `{name}` | {r.access} | `{r.reset:#x}` | {r.desc} |")
+        for f in r.fields:
+            bits = f"{f.lsb + f.width - 1}:{f.lsb}" if f.width > 1 else f"{f.lsb}"
+            lines.append(f"| | `.{f.name}` | | bits {bits} | {f.desc} |")
+    return "\n".join(lines) + "\n"
+
+
+def render_c_header(extra: str = "") -> str:
+    """The C header; ``extra`` (more #defines) goes before the closing guard."""
+    out = ["/* ainic register map. Generated from contract/regmap.py by scripts/gen_regs.py; do not edit. */",
+           "#ifndef AINIC_REGS_H", "#define AINIC_REGS_H", "",
+           f"#define AINIC_REG_SPAN 0x{SPAN:x}u", ""]
+    for r in REGISTERS:
+        out.append(f"/* {r.desc} ({r.access}) */")
+        out.append(f"#define AINIC_{r.name} 0x{r.offset:04x}u")
+        if r.count > 1:
+            out.append(f"#define AINIC_{r.name}_COUNT {r.count}u")
+            out.append(f"#define AINIC_{r.name}_AT(i) (AINIC_{r.name} + 4u * (i))")
+        if r.reset:
+            out.append(f"#define AINIC_{r.name}_RESET 0x{r.reset:x}u")
+        for f in r.fields:
+            out.append(f"#define AINIC_{r.name}_{f.name.upper()}_SHIFT {f.lsb}u")
+            out.append(f"#define AINIC_{r.name}_{f.name.upper()}_MASK 0x{((1 << f.width) - 1) << f.lsb:x}u")
+    out += ["", extra, "#endif /* AINIC_REGS_H */", ""]
+    return "\n".join(out)

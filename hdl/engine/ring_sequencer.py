@@ -1,0 +1,137 @@
+"""The collective engine's work order: every (phase, packet) item of a ring all-reduce, in RTL.
+
+``host_driver.models.allreduce.rank_schedule`` is the reference; docs/collective_engine.md explains the order.
+"""
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from contract.credits import effective_lag
+from contract.enums import Collective, PhaseKind
+
+#: the plan of one collective (host_driver.models.allreduce.Plan), as the sequencer needs it
+PlanLayout = data.StructLayout({
+    "rank": 6, "nodes": 7, "packet": 11, "lag": 8,
+    "chunk_packets": 24,      # K / P: packets of a full chunk
+    "full_chunks": 7,         # chunks 0 .. full_chunks-1 are full; chunk full_chunks holds the rest
+    "rest_packets": 24,       # packets of that partial chunk (0: it is empty too)
+    "rest_last": 11,          # elements in the partial chunk's last packet
+    "op": Collective,         # which phases run: all-reduce, reduce-scatter alone, all-gather alone
+})
+
+Item = data.StructLayout({
+    "phase": 6, "kind": PhaseKind, "chunk": 6, "packet": 24, "offset": 32, "count": 11, "last_of_chunk": 1,
+})
+
+
+class RingSequencer(wiring.Component):
+    """On ``start``, streams the items of ``plan`` on ``items`` in the order of ``rank_schedule``: keys
+    d = packet + lag * phase ascending, phases ascending within a key. Each item carries its phase, kind
+    (``PhaseKind``), chunk, packet index, element offset in the tensor and element count and whether it is
+    its chunk's last packet. ``plan.op`` selects the phases: 0 .. 2N-2 (all-reduce), 0 .. N-1
+    (reduce-scatter, phase N-1 is ``scatter_end``) or N-1 .. 2N-2 (all-gather, phase N-1 is ``gather``).
+    ``busy`` is high from ``start`` until the last item is taken.
+
+    It looks at one (key, phase) candidate per cycle and emits the valid ones (one item per cycle at best);
+    the engine spends several cycles on each item, so the sequencer keeps ahead except where keys hold few
+    items (the first and last 2N-2 keys).
+    """
+
+    def __init__(self):
+        super().__init__({
+            "plan": In(PlanLayout),
+            "start": In(1),
+            "items": Out(stream.Signature(Item)),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        pl = self.plan
+        d = Signal(32)
+        p = Signal(6)
+        k = Signal(33)                   # d - lag*p, two's complement
+        chunk = Signal(6)
+        first_phase = Signal(7)
+        last_phase = Signal(7)
+        m.d.comb += [first_phase.eq(Mux(pl.op == Collective.allgather, pl.nodes - 1, 0)),
+                     last_phase.eq(Mux(pl.op == Collective.reduce_scatter, pl.nodes - 1, 2 * pl.nodes - 2))]
+        d_start = Signal(16)             # the first key with an item: lag * first_phase
+        m.d.comb += d_start.eq(pl.lag * first_phase)
+        d_end = pl.chunk_packets - 1 + pl.lag * last_phase
+
+        # packets of this phase's chunk
+        npk = Signal(24)
+        with m.If(chunk < pl.full_chunks):
+            m.d.comb += npk.eq(pl.chunk_packets)
+        with m.Elif(chunk == pl.full_chunks):
+            m.d.comb += npk.eq(pl.rest_packets)
+        kk = k.as_signed()
+        valid = (kk >= 0) & (k[:32] < npk)
+        kind = Signal(3)
+        with m.If(p == 0):
+            m.d.comb += kind.eq(PhaseKind.send)
+        with m.Elif(p < pl.nodes - 1):
+            m.d.comb += kind.eq(PhaseKind.reduce)
+        with m.Elif(p == pl.nodes - 1):
+            with m.Switch(pl.op):
+                with m.Case(Collective.reduce_scatter):
+                    m.d.comb += kind.eq(PhaseKind.scatter_end)
+                with m.Case(Collective.allgather):
+                    m.d.comb += kind.eq(PhaseKind.gather)
+                with m.Default():
+                    m.d.comb += kind.eq(PhaseKind.final)
+        with m.Elif(p < last_phase):
+            m.d.comb += kind.eq(PhaseKind.forward)
+        with m.Else():
+            m.d.comb += kind.eq(PhaseKind.last)
+        is_rest_last = (chunk == pl.full_chunks) & (k[:24] == pl.rest_packets - 1)
+
+        it = self.items.payload
+        m.d.comb += [
+            it.phase.eq(p), it.kind.eq(kind), it.chunk.eq(chunk), it.packet.eq(k[:24]),
+            it.offset.eq((chunk * pl.chunk_packets + k[:24]) * pl.packet),
+            it.count.eq(Mux(is_rest_last, pl.rest_last, pl.packet)),
+            it.last_of_chunk.eq(k[:24] == npk - 1),
+        ]
+
+        # chunk of the first phase: (rank - first_phase) mod N, i.e. rank, or rank + 1 for the all-gather
+        first_chunk = Signal(6)
+        with m.If(pl.op == Collective.allgather):
+            m.d.comb += first_chunk.eq(Mux(pl.rank == pl.nodes - 1, 0, pl.rank + 1))
+        with m.Else():
+            m.d.comb += first_chunk.eq(pl.rank)
+
+        def first_phase_of(next_d):
+            return [p.eq(first_phase), chunk.eq(first_chunk), k.eq(next_d - d_start)]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.start & (pl.nodes >= 2)):
+                    m.d.sync += [d.eq(d_start), *first_phase_of(d_start)]
+                    m.next = "RUN"
+            with m.State("RUN"):
+                m.d.comb += [self.busy.eq(1), self.items.valid.eq(valid)]
+                advance = ~valid | self.items.ready
+                with m.If(advance):
+                    with m.If(p == last_phase):
+                        with m.If(d == d_end):
+                            m.next = "IDLE"
+                        m.d.sync += [d.eq(d + 1), *first_phase_of(d + 1)]
+                    with m.Else():
+                        m.d.sync += [p.eq(p + 1), k.eq(k - pl.lag),
+                                     chunk.eq(Mux(chunk == 0, pl.nodes - 1, chunk - 1))]
+        return m
+
+
+def plan_fields(plan, rank: int, lag: int, op: str = "allreduce") -> dict:
+    """The PlanLayout values for a ``host_driver.models.allreduce.Plan`` (what the command processor computes;
+    the lag is bounded by the receive buffer, ``contract.credits``)."""
+    kp = plan.chunk_elems // plan.packet
+    full = plan.elements // plan.chunk_elems
+    rest = plan.elements - full * plan.chunk_elems
+    return {"rank": rank, "nodes": plan.nodes, "packet": plan.packet,
+            "lag": effective_lag(lag, plan.nodes, plan.packet), "chunk_packets": kp,
+            "full_chunks": full, "rest_packets": -(-rest // plan.packet),
+            "rest_last": (rest - 1) % plan.packet + 1 if rest else plan.packet, "op": Collective[op]}

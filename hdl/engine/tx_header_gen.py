@@ -1,0 +1,60 @@
+"""The transmit header of each item the collective engine sends (the TxBuilder's metadata record)."""
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from contract.enums import FrameFlag, FrameOpcode, PhaseKind
+from contract.protocol import VERSION
+from hdl.engine.ring_sequencer import Item
+from hdl.packet.tx_builder import TxMeta
+from hdl.stream.axis import AxiStreamSignature
+
+HeaderConfig = data.StructLayout({
+    "rank": 16, "nodes": 16, "codec": 4, "dtype": 4, "job": 16, "collective": 16,
+    "next_mac": 48, "next_ip": 32,
+})
+
+
+class TxHeaderGen(wiring.Component):
+    """For each item on ``items`` that sends (every kind but ``last``), one record on ``m_meta`` for the
+    TxBuilder: the ainic header (docs/protocol.md) — opcode ``data`` in the reduce-scatter, ``result`` from
+    the final phase on; ``last_of_chunk`` flag; src rank = ``cfg.rank``, dst rank = the next; chunk, count,
+    element offset; ``psn`` counting this link's frames from 0 at ``start`` — and the next rank's MAC and
+    IP. Items of kind ``last`` are taken and produce nothing. Combinational, one item per cycle."""
+
+    def __init__(self):
+        super().__init__({
+            "cfg": In(HeaderConfig),
+            "start": In(1),
+            "items": In(stream.Signature(Item)),
+            "m_meta": Out(AxiStreamSignature(TxMeta.size)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        it, cfg = self.items.payload, self.cfg
+        psn = Signal(32)
+        meta = Signal(TxMeta)
+        h = meta.ainic
+        K = PhaseKind
+        sends = (it.kind != K.last) & (it.kind != K.scatter_end)
+        result = (it.kind == K.final) | (it.kind == K.forward) | (it.kind == K.gather)
+        m.d.comb += [
+            h.version.eq(VERSION),
+            h.opcode.eq(Mux(result, FrameOpcode.result, FrameOpcode.data)),
+            h.codec.eq(cfg.codec), h.dtype.eq(cfg.dtype),
+            h.flags.eq(Mux(it.last_of_chunk, FrameFlag.last_of_chunk, 0)),
+            h.job.eq(cfg.job), h.collective.eq(cfg.collective),
+            h.src_rank.eq(cfg.rank), h.dst_rank.eq(Mux(cfg.rank == cfg.nodes - 1, 0, cfg.rank + 1)),
+            h.chunk.eq(it.chunk), h.count.eq(it.count), h.offset.eq(it.offset), h.psn.eq(psn),
+            meta.dst_ip.eq(cfg.next_ip), meta.dst_mac.eq(cfg.next_mac),
+            self.m_meta.tdata.eq(meta), self.m_meta.tkeep.eq(-1), self.m_meta.tlast.eq(1),
+            self.m_meta.tvalid.eq(self.items.valid & sends),
+            self.items.ready.eq(self.m_meta.tready | ~sends),
+        ]
+        with m.If(self.m_meta.tvalid & self.m_meta.tready):
+            m.d.sync += psn.eq(psn + 1)
+        with m.If(self.start):
+            m.d.sync += psn.eq(0)
+        return m

@@ -1,0 +1,71 @@
+"""Verilog export, cached on what the elaboration reads (:mod:`hdl.flow.deps`), and where build outputs go.
+
+Build outputs (exported Verilog, simulator builds, synthesis reports, job files) go to :func:`build_dir`:
+``$AINIC_BUILD_DIR`` if set; else ``build/`` of the checkout when running from one; else
+``$XDG_CACHE_HOME/ainic`` (``~/.cache/ainic``) for an installed package.
+"""
+
+import fcntl
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+from amaranth.back import verilog
+
+from hdl.flow import deps
+
+_CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def build_dir() -> Path:
+    """Where build outputs go (see the module docstring)."""
+    if os.environ.get("AINIC_BUILD_DIR"):
+        return Path(os.environ["AINIC_BUILD_DIR"]).expanduser().resolve()
+    if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "hdl").is_dir():
+        return _CHECKOUT / "build"
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "ainic"
+
+
+def verilog_dir() -> Path:
+    return build_dir() / "verilog"
+
+
+@contextmanager
+def file_lock(name: str):
+    """An exclusive lock shared by every process on this machine (pytest-xdist workers, make -j)."""
+    lock_dir = build_dir() / "locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / f"{name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def inputs_digest(module: str, params: str = "") -> str:
+    """The cache key of an elaboration rooted at Python module ``module``: every source file it imports
+    (transitively, within this project), the Amaranth version and ``params``."""
+    from importlib.metadata import version
+    return deps.digest(deps.source_files(module), version("amaranth"), params)
+
+
+def export(name: str, factory, width: int, module: str, out_dir: Path = None) -> Path:
+    """Write ``<out_dir>/<name>.v`` from ``factory(width)`` unless it is current; return its path.
+
+    ``module`` is the Python module the factory lives in: the Verilog is current when the digest of the
+    files that module imports (:func:`inputs_digest`) is the one stored beside it in ``<name>.digest``.
+    """
+    path = Path(out_dir or verilog_dir()) / f"{name}.v"
+    stamp = path.with_suffix(".digest")
+    digest = inputs_digest(module, f"{name}:{width}")
+    with file_lock(name):
+        if path.exists() and stamp.exists() and stamp.read_text() == digest:
+            return path
+        text = verilog.convert(factory(width), name=name, emit_src=False)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text() != text:     # keep mtimes for the simulators' caches
+            path.write_text(text)
+        stamp.write_text(digest)
+    return path

@@ -1,0 +1,91 @@
+"""The tops, by name: what ``make verilog`` exports and what the testbenches build.
+
+:data:`TOPS` are synthesizable (exported at every width of ``contract.limits.WIDTHS``); :data:`SIM_TOPS`
+instantiate the simulation-only models of ``hdl/sim/`` and are built by the testbenches, never exported
+for synthesis. :func:`export` writes one top's Verilog (cached, :mod:`hdl.flow.export`).
+"""
+
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+from contract.limits import DEFAULT_WIDTH, MAX_CLUSTER_NODES, WIDTHS
+from hdl.arith.reduction_unit import ReductionUnit
+from hdl.codec.compressor import Compressor
+from hdl.codec.decompressor import Decompressor
+from hdl.flow import export as _export
+from hdl.host.dma_engine import DmaEngine
+from hdl.host.register_block import RegisterBlock
+from hdl.nic.nic import Nic
+from hdl.packet.packet_loopback import PacketLoopback
+from hdl.packet.rx_parser import RxParser
+from hdl.packet.tx_builder import TxBuilder
+from hdl.sim.cluster_bench import CAPTURE_SOURCE, ClusterBench
+from hdl.sim.host_bench import MEMORY_SOURCE, HostBench
+
+EXPORT_WIDTHS = WIDTHS
+
+
+@dataclass(frozen=True)
+class Top:
+    """A top: ``factory(width)`` builds it. ``sources(width)``: other Verilog files a simulation of it
+    needs; ``probes_internals``: its testbench reads internal signals (they stay visible in Verilator)."""
+    factory: object
+    sources: object = field(default=lambda width: ())
+    probes_internals: bool = False
+    #: the Python module its export's cache key starts from (default: where the factory is defined)
+    module: str = None
+
+    def __post_init__(self):
+        if self.module is None:
+            f = self.factory
+            object.__setattr__(self, "module", (f.func if isinstance(f, partial) else f).__module__)
+
+
+TOPS = {name: Top(cls) for name, cls in {
+    "reduction_unit": ReductionUnit,
+    "compressor": Compressor,
+    "decompressor": Decompressor,
+    "rx_parser": RxParser,
+    "tx_builder": TxBuilder,
+    "packet_loopback": PacketLoopback,
+    "register_block": RegisterBlock,
+    "dma_engine": DmaEngine,
+    "nic": Nic,
+}.items()}
+
+
+def module_name(top: str, width: int) -> str:
+    return f"ainic_{top}_w{width}"
+
+
+def _cluster(nodes: int, width: int) -> ClusterBench:
+    return ClusterBench(nodes, width, nic_module=module_name("nic", width))
+
+
+def _cluster_sources(width: int) -> tuple:
+    return (MEMORY_SOURCE, CAPTURE_SOURCE, export("nic", width))
+
+
+SIM_TOPS = {
+    "host_bench": Top(HostBench, sources=lambda width: (MEMORY_SOURCE,), probes_internals=True),
+    # the bench instantiates the exported NIC by module name: its own Verilog depends on the bench alone
+    **{f"cluster_n{n}": Top(partial(_cluster, n), _cluster_sources, module=ClusterBench.__module__)
+       for n in range(2, MAX_CLUSTER_NODES + 1)},
+}
+
+
+def get(top: str) -> Top:
+    try:
+        return TOPS.get(top) or SIM_TOPS[top]
+    except KeyError:
+        raise ValueError(f"unknown top {top!r}; known: {', '.join([*TOPS, *SIM_TOPS])}") from None
+
+
+def export(top: str, width: int, out_dir: Path = None) -> Path:
+    """Write (unless current) and return the Verilog of ``top`` at ``width``: ``ainic_<top>_w<width>.v``."""
+    t = get(top)
+    return _export.export(module_name(top, width), t.factory, width, t.module, out_dir)
+
+
+__all__ = ["DEFAULT_WIDTH", "EXPORT_WIDTHS", "SIM_TOPS", "TOPS", "Top", "export", "get", "module_name"]

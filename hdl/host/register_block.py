@@ -1,0 +1,135 @@
+"""AXI4-Lite register block, generated from the register map in ``contract/regmap.py``."""
+
+from amaranth import C, Cat, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from contract import regmap as rm
+from contract.limits import MAX_RANKS
+from hdl.host.axi import RESP_OKAY, RESP_SLVERR, AxiLiteSignature
+from hdl.stream.axis import check_width
+
+
+def _layout(regs):
+    return data.StructLayout({r.name.lower(): 32 if r.count == 1 else data.ArrayLayout(32, r.count) for r in regs})
+
+
+CONSTANT = ("ID", "VERSION", "CAPS")
+RW = [r for r in rm.REGISTERS if r.access == "rw"]
+RO = [r for r in rm.REGISTERS if r.access == "ro" and r.name not in CONSTANT]
+W1C = [r for r in rm.REGISTERS if r.access == "w1c"]
+WO = [r for r in rm.REGISTERS if r.access == "wo"]
+
+
+class RegisterBlock(wiring.Component):
+    """The NIC's registers on ``s_axil`` (AXI4-Lite, 32-bit data).
+
+    * ``cfg``: every ``rw`` register (reset values from the map); ``stat``: every ``ro`` status input;
+      ``set``: per ``w1c`` register, bits to set (the host clears them by writing ones); ``strobe`` /
+      ``strobe_data``: a one-cycle pulse and the written value per ``wo`` register (doorbells).
+    * ``irq`` = ``(IRQ_STATUS & IRQ_ENABLE) != 0``. ``CONTROL.reset_stats`` clears itself after a cycle.
+    * Writes honour ``wstrb``. An address outside the map answers SLVERR (writes are ignored, reads give 0).
+    * One read and one write in flight; a write takes the cycle after AW and W are both valid.
+    """
+
+    def __init__(self, width: int = 512):
+        self.width = check_width(width, self)
+        self.addr_width = (rm.SPAN - 1).bit_length()
+        super().__init__({
+            "s_axil": In(AxiLiteSignature(self.addr_width)),
+            "cfg": Out(_layout(RW)),
+            "stat": In(_layout(RO)),
+            "set": In(_layout(W1C)),
+            "strobe": Out(len(WO)),
+            "strobe_data": Out(data.ArrayLayout(32, len(WO))),
+            "irq": Out(1),
+        })
+
+    def caps(self) -> int:
+        import math
+        fields = {f.name: f for f in rm.BY_NAME["CAPS"].fields}
+        value = {"data_width_bytes": self.width // 8, "max_ranks_log2": int(math.log2(MAX_RANKS)),
+                 "codecs": 0x1F, "dtypes": 0x3}
+        return sum(v << fields[k].lsb for k, v in value.items())
+
+    def elaborate(self, platform):
+        m = Module()
+        bus = self.s_axil
+        w1c = {r.name: Signal(32, name=f"w1c_{r.name.lower()}") for r in W1C}
+
+        # storage for rw registers, with their reset values
+        regs = {}
+        for r in RW:
+            for i in range(r.count):
+                s = Signal(32, init=r.reset, name=f"r_{r.name.lower()}_{i}")
+                regs[(r.name, i)] = s
+                port = getattr(self.cfg, r.name.lower())
+                m.d.comb += (port if r.count == 1 else port[i]).eq(s)
+
+        # -- writes --------------------------------------------------------------------------------------
+        w_go = Signal()
+        b_valid = Signal()
+        b_resp = Signal(2)
+        m.d.comb += [
+            w_go.eq(bus.awvalid & bus.wvalid & ~b_valid),
+            bus.awready.eq(w_go), bus.wready.eq(w_go),
+            bus.bvalid.eq(b_valid), bus.bresp.eq(b_resp),
+        ]
+        with m.If(b_valid & bus.bready):
+            m.d.sync += b_valid.eq(0)
+        mask = Cat(*[b.replicate(8) for b in bus.wstrb])
+        waddr = bus.awaddr & ~3
+        m.d.sync += self.strobe.eq(0)
+        hit = Signal()
+        for r in rm.REGISTERS:
+            for i in range(r.count):
+                addr = r.offset + 4 * i
+                with m.If(w_go & (waddr == addr)):
+                    m.d.comb += hit.eq(1)
+                    if r.access == "rw":
+                        s = regs[(r.name, i)]
+                        m.d.sync += s.eq((s & ~mask) | (bus.wdata & mask))
+                    elif r.access == "w1c":
+                        pass                                    # handled with the set inputs below
+                    elif r.access == "wo":
+                        k = WO.index(r)
+                        m.d.sync += [self.strobe[k].eq(1), self.strobe_data[k].eq(bus.wdata)]
+        with m.If(w_go):
+            m.d.sync += [b_valid.eq(1), b_resp.eq(Mux(hit, RESP_OKAY, RESP_SLVERR))]
+        for r in W1C:
+            clear = Mux(w_go & (waddr == r.offset), bus.wdata & mask, 0)
+            m.d.sync += w1c[r.name].eq((w1c[r.name] & ~clear) | getattr(self.set, r.name.lower()))
+        ctrl = regs[("CONTROL", 0)]
+        reset_bit = {f.name: f for f in rm.BY_NAME["CONTROL"].fields}["reset_stats"].lsb
+        with m.If(ctrl[reset_bit] & ~(w_go & (waddr == rm.offset("CONTROL")))):
+            m.d.sync += ctrl[reset_bit].eq(0)
+
+        # -- reads ---------------------------------------------------------------------------------------
+        r_valid = Signal()
+        r_data = Signal(32)
+        r_resp = Signal(2)
+        r_go = bus.arvalid & ~r_valid
+        m.d.comb += [bus.arready.eq(r_go), bus.rvalid.eq(r_valid), bus.rdata.eq(r_data), bus.rresp.eq(r_resp)]
+        with m.If(r_valid & bus.rready):
+            m.d.sync += r_valid.eq(0)
+        raddr = bus.araddr & ~3
+        with m.If(r_go):
+            m.d.sync += [r_valid.eq(1), r_data.eq(0), r_resp.eq(RESP_SLVERR)]
+            for r in rm.REGISTERS:
+                for i in range(r.count):
+                    with m.If(raddr == r.offset + 4 * i):
+                        if r.name in CONSTANT:
+                            value = C(self.caps() if r.name == "CAPS" else r.reset, 32)
+                        elif r.access == "rw":
+                            value = regs[(r.name, i)]
+                        elif r.access == "ro":
+                            port = getattr(self.stat, r.name.lower())
+                            value = port if r.count == 1 else port[i]
+                        elif r.access == "w1c":
+                            value = w1c[r.name]
+                        else:
+                            value = C(0, 32)
+                        m.d.sync += [r_data.eq(value), r_resp.eq(RESP_OKAY)]
+
+        m.d.comb += self.irq.eq((w1c["IRQ_STATUS"] & regs[("IRQ_ENABLE", 0)]) != 0)
+        return m

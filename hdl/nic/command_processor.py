@@ -1,0 +1,366 @@
+"""Command processor: fetches descriptors from the submission ring, checks them, runs them, writes completions."""
+
+from amaranth import C, Cat, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from contract import credits as cr
+from contract import descriptors as ds
+from contract import regmap as rm
+from contract.enums import Algorithm, Codec, Dtype, Opcode, Status
+from contract.limits import MAX_COUNT, MAX_RANKS
+from contract.protocol import MAX_P, MIN_P
+from hdl.engine.collective_engine import EngineStatus, NetCounters
+from hdl.engine.plan_calculator import PlanCalculator
+from hdl.engine.ring_sequencer import PlanLayout
+from hdl.host.axi import RESP_SLVERR
+from hdl.host.dma_reader import DmaCommand
+from hdl.stream.axis import AxiStreamSignature, check_width
+
+Descriptor = data.StructLayout({name: bits for name, bits, _ in ds.DESCRIPTOR_FIELDS})
+CompletionRecord = data.StructLayout({name: bits for name, bits, _ in ds.COMPLETION_FIELDS})
+S = Status
+
+#: what the command processor reads from the register block
+RingConfig = data.StructLayout({
+    "enable": 1, "sq_base": 64, "sq_size_log2": 5, "cq_base": 64, "cq_size_log2": 5, "cq_head": 16,
+    "world_size": 32, "rank": 32, "packet_elems": 32, "lag": 8,
+})
+#: what it reports
+RingStatus = data.StructLayout({"sq_head": 16, "sq_tail": 16, "cq_tail": 16, "completed": 32, "errors": 32})
+ERR = rm.field_masks("ERROR_STATUS")
+
+
+def _any(values):
+    out = C(0, 1)
+    for v in values:
+        out = out | v
+    return out
+IRQ = rm.field_masks("IRQ_STATUS")
+
+
+def check_descriptor(m, d, cfg):
+    """Status of descriptor ``d`` under ``cfg``: :func:`contract.descriptors.check` in RTL, same order."""
+    count_bytes = Cat(C(0, 2), d.count)
+    src_end = Signal(65)
+    dst_end = Signal(65)
+    m.d.comb += [src_end.eq(d.src + count_bytes), dst_end.eq(d.dst + count_bytes)]
+
+    def past_end(end):
+        return end[64] & (end[:64] != 0)
+
+    collective = d.opcode != Opcode.copy
+    p = cfg.packet_elems
+    checks = [
+        (~((d.opcode >= min(Opcode)) & (d.opcode <= max(Opcode))), Status.bad_opcode),
+        (d.dtype > max(Dtype), Status.bad_dtype),
+        (d.codec > max(Codec), Status.bad_codec),
+        ((d.dtype == Dtype.int32) & (d.codec != Codec.none), Status.codec_dtype),
+        (d.algorithm != Algorithm.ring, Status.bad_algorithm),
+        ((d.count == 0) | (d.count > MAX_COUNT), Status.bad_count),
+        ((d.src[:2] != 0) | (d.dst[:2] != 0), Status.bad_alignment),
+        (past_end(src_end) | past_end(dst_end), Status.bad_range),
+        (collective & ((cfg.world_size == 0) | (cfg.world_size > MAX_RANKS) | (cfg.rank >= cfg.world_size)),
+         Status.bad_world_size),
+        ((collective | (d.codec != Codec.none)) & ((p[:4] != 0) | (p < MIN_P) | (p > MAX_P)),
+         Status.bad_packet_size),
+    ]
+    if ds.UNSUPPORTED_OPCODES:
+        checks.append((_any(d.opcode == op for op in ds.UNSUPPORTED_OPCODES), Status.unsupported))
+    status = Signal(8, name="check_status")
+    with m.If(checks[0][0]):
+        m.d.comb += status.eq(checks[0][1])
+    for cond, code in checks[1:]:
+        with m.Elif(cond):
+            m.d.comb += status.eq(code)
+    return status
+
+
+class CommandProcessor(wiring.Component):
+    """Runs the submission ring one descriptor at a time (docs/host_interface.md).
+
+    For each descriptor between SQ_HEAD and the doorbell: wait for a free completion slot, read the
+    64-byte descriptor through the DMA engine, check it (:func:`check_descriptor`), run it (the local-copy
+    opcode: DMA read -> optional codec round trip -> DMA write, read and write concurrently), then write
+    the 64-byte completion record, advance the indices and raise the completion interrupt. A bad
+    descriptor is completed with its status and costs no data movement; a DMA error ends the copy with
+    a read/write status (the rest of the copy goes out with ``wstrb`` = 0) and the NIC goes on.
+
+    Ports: ``cfg``/``stat`` to the register block, ``doorbell`` (strobe + value), ``set_irq`` /
+    ``set_error`` (bits to set in IRQ_STATUS / ERROR_STATUS), the DMA engine's command, data and status
+    streams, and the codec loop's streams.
+
+    An ALLREDUCE with WORLD_SIZE 1 is a plain copy (no codec: docs/allreduce.md). With more ranks the
+    processor computes the ring plan (:class:`PlanCalculator`, about 100 cycles), strobes
+    ``engine_start`` and hands the DMA ports to the collective engine (``engine_active``) until its
+    ``engine_busy`` falls; the completion then carries the engine's status and the network counters'
+    growth over the descriptor (frames and bytes sent and received).
+    """
+
+    def __init__(self, width: int = 512, credits: cr.Credits = cr.DEFAULT):
+        self.width = check_width(width, self)
+        self.credits = credits
+        W = width
+        super().__init__({
+            "cfg": In(RingConfig),
+            "stat": Out(RingStatus),
+            "doorbell": In(1),
+            "doorbell_value": In(16),
+            "set_irq": Out(32),
+            "set_error": Out(32),
+            "rd_cmd": Out(stream.Signature(DmaCommand)),
+            "rd_data": In(AxiStreamSignature(W, user_width=2)),
+            "wr_cmd": Out(stream.Signature(DmaCommand)),
+            "wr_data": Out(AxiStreamSignature(W)),
+            "wr_status": In(stream.Signature(2)),
+            "wr_poison": Out(1),
+            "loop_in": Out(AxiStreamSignature(W)),
+            "loop_out": In(AxiStreamSignature(W)),
+            "loop_codec": Out(Codec),
+            "loop_count": Out(32),
+            "loop_start": Out(1),
+            "busy": Out(1),
+            # the collective engine: the descriptor and plan it runs, a start strobe, ``engine_active`` while
+            # it owns the DMA ports, and its busy/status
+            "desc": Out(Descriptor),
+            "plan": Out(PlanLayout),
+            "engine_start": Out(1),
+            "engine_active": Out(1),
+            "engine_busy": In(1),
+            "engine_status": In(EngineStatus),
+            "net": In(NetCounters),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W = self.width
+        record_beats = 512 // W
+        cfg, st = self.cfg, self.stat
+
+        sq_head = Signal(16)
+        sq_tail = Signal(16)
+        cq_tail = Signal(16)
+        completed = Signal(32)
+        errors = Signal(32)
+        m.d.comb += [st.sq_head.eq(sq_head), st.sq_tail.eq(sq_tail), st.cq_tail.eq(cq_tail),
+                     st.completed.eq(completed), st.errors.eq(errors)]
+
+        def ring_ok(base, log2):
+            return (base[:6] == 0) & (log2 >= 1) & (log2 <= 15)
+        rings_ok = ring_ok(cfg.sq_base, cfg.sq_size_log2) & ring_ok(cfg.cq_base, cfg.cq_size_log2)
+        sq_size = Signal(17)
+        cq_size = Signal(17)
+        m.d.comb += [sq_size.eq(1 << cfg.sq_size_log2[:4]), cq_size.eq(1 << cfg.cq_size_log2[:4])]
+        sq_pending = sq_head != sq_tail
+        cq_used = Signal(16)
+        m.d.comb += cq_used.eq(cq_tail - cfg.cq_head)
+
+        # doorbell: accept a producer index at most one ring ahead of the consumer
+        err = {name: Signal(name=f"err_{name}")
+               for name in ("doorbell", "ring_config", "completion_write", "int32_overflow", "framing")}
+        irq_done = Signal()
+        ahead = Signal(16)
+        m.d.comb += ahead.eq(self.doorbell_value - sq_head)
+        with m.If(self.doorbell & cfg.enable):
+            with m.If(ahead <= sq_size):
+                m.d.sync += sq_tail.eq(self.doorbell_value)
+            with m.Else():
+                m.d.comb += err["doorbell"].eq(1)
+        with m.If(cfg.enable & ~rings_ok):
+            m.d.comb += err["ring_config"].eq(1)
+
+        desc = Signal(Descriptor)
+        beat = Signal(range(record_beats + 1))
+        fetch_resp = Signal(2)
+        read_resp = Signal(2)
+        status = Signal(8)
+        cycles = Signal(64)
+        timing = Signal()
+        host_bytes = Signal(64)
+        sent_rd = Signal()
+        sent_wr = Signal()
+        with m.If(timing):
+            m.d.sync += cycles.eq(cycles + 1)
+
+        verdict = check_descriptor(m, desc, cfg)
+        m.submodules.plan = plan = PlanCalculator(self.credits)
+        m.d.comb += [
+            plan.elements.eq(desc.count), plan.nodes.eq(cfg.world_size), plan.packet.eq(cfg.packet_elems),
+            plan.rank.eq(cfg.rank), plan.lag.eq(cfg.lag), self.plan.eq(plan.plan), self.desc.eq(desc),
+            # allreduce, reduce_scatter, allgather (opcodes 2, 3, 4) -> ring_sequencer.OPS 0, 1, 2
+            plan.op.eq(desc.opcode - Opcode.allreduce),
+        ]
+        is_collective = (desc.opcode != Opcode.copy) & (cfg.world_size > 1)
+        net0 = Signal(NetCounters)
+        net_delta = Signal(NetCounters)
+        # the descriptor register holds still from CHECK until the next fetch: the codec loop's settings
+        m.d.comb += [self.loop_codec.eq(desc.codec), self.loop_count.eq(desc.count)]
+        use_loop = Signal()
+        length = Cat(C(0, 2), desc.count)
+
+        record = Signal(CompletionRecord)
+        phase = ~(cq_tail >> cfg.cq_size_log2[:4])[0]
+        m.d.comb += [
+            record.status.eq(status), record.opcode.eq(desc.opcode), record.phase.eq(phase),
+            record.sq_index.eq(sq_head), record.collective.eq(desc.collective), record.cycles.eq(cycles),
+            record.tag.eq(desc.tag), record.host_bytes.eq(host_bytes),
+            record.packets_sent.eq(net_delta.tx_frames), record.bytes_sent.eq(net_delta.tx_bytes),
+            record.packets_received.eq(net_delta.rx_frames), record.bytes_received.eq(net_delta.rx_bytes),
+        ]
+
+        # the read stream's consumer and the write stream's producer depend on the state
+        rd, wr = self.rd_data, self.wr_data
+        with m.If(rd.tvalid & rd.tready & (rd.tuser > read_resp)):
+            m.d.sync += read_resp.eq(rd.tuser)
+        poison = Signal()
+        m.d.comb += self.wr_poison.eq(poison & (read_resp >= RESP_SLVERR))
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(~cfg.enable):
+                    m.d.sync += [sq_head.eq(0), sq_tail.eq(0), cq_tail.eq(0)]
+                with m.Elif(rings_ok & sq_pending & (cq_used < cq_size)):
+                    m.d.sync += [cycles.eq(0), timing.eq(1), fetch_resp.eq(0), read_resp.eq(0), beat.eq(0),
+                                 host_bytes.eq(0)]
+                    m.next = "FETCH"
+            with m.State("FETCH"):
+                m.d.comb += [
+                    self.rd_cmd.valid.eq(1),
+                    self.rd_cmd.payload.addr.eq(cfg.sq_base + ((sq_head & (sq_size - 1)) << 6)),
+                    self.rd_cmd.payload.length.eq(ds.RECORD_BYTES),
+                ]
+                with m.If(self.rd_cmd.ready):
+                    m.next = "FETCH_DATA"
+            with m.State("FETCH_DATA"):
+                m.d.comb += rd.tready.eq(1)
+                with m.If(rd.tvalid):
+                    m.d.sync += desc.eq(Cat(desc.as_value()[W:], rd.tdata) if W < 512 else rd.tdata)
+                    with m.If(rd.tlast):
+                        m.d.sync += fetch_resp.eq(Mux(rd.tuser > read_resp, rd.tuser, read_resp))
+                        m.next = "CHECK"
+            with m.State("CHECK"):
+                m.d.sync += [read_resp.eq(0), sent_rd.eq(0), sent_wr.eq(0), net0.eq(self.net), net_delta.eq(0),
+                             use_loop.eq((desc.codec != Codec.none) & (desc.opcode == Opcode.copy))]
+                with m.If(fetch_resp >= RESP_SLVERR):
+                    m.d.sync += [status.eq(Status.fetch_error), desc.eq(0)]
+                    m.next = "COMPLETE"
+                with m.Elif(verdict != 0):
+                    m.d.sync += status.eq(verdict)
+                    m.next = "COMPLETE"
+                with m.Elif(is_collective):
+                    m.d.sync += [status.eq(0), plan.start.eq(1)]
+                    m.next = "PLAN"
+                with m.Else():
+                    m.d.sync += status.eq(0)
+                    m.d.comb += self.loop_start.eq(1)
+                    m.next = "COPY"
+            with m.State("PLAN"):
+                m.d.sync += plan.start.eq(0)
+                with m.If(plan.done):
+                    with m.If(plan.lag_ok):
+                        m.next = "LAUNCH"
+                    with m.Else():
+                        m.d.sync += [status.eq(Status.ring_too_large), timing.eq(0)]
+                        m.next = "COMPLETE"
+            with m.State("LAUNCH"):
+                m.d.comb += [self.engine_start.eq(1), self.engine_active.eq(1)]
+                m.next = "COLLECTIVE"
+            with m.State("COLLECTIVE"):
+                m.d.comb += self.engine_active.eq(1)
+                es = self.engine_status
+                with m.If(~self.engine_busy):
+                    m.d.comb += [err["int32_overflow"].eq(es.overflow), err["framing"].eq(es.framing)]
+                    m.d.sync += [
+                        timing.eq(0),
+                        net_delta.tx_frames.eq(self.net.tx_frames - net0.tx_frames),
+                        net_delta.tx_bytes.eq(self.net.tx_bytes - net0.tx_bytes),
+                        net_delta.rx_frames.eq(self.net.rx_frames - net0.rx_frames),
+                        net_delta.rx_bytes.eq(self.net.rx_bytes - net0.rx_bytes),
+                    ]
+                    with m.If(es.read_resp >= RESP_SLVERR):
+                        m.d.sync += status.eq(Mux(es.read_resp == RESP_SLVERR, Status.read_slverr, Status.read_decerr))
+                    with m.Elif(es.write_resp >= RESP_SLVERR):
+                        m.d.sync += status.eq(Mux(es.write_resp == RESP_SLVERR, Status.write_slverr, Status.write_decerr))
+                    with m.Elif(es.mismatch != 0):
+                        m.d.sync += status.eq(Status.network_mismatch)
+                    with m.Else():
+                        m.d.sync += host_bytes.eq(length)
+                    m.next = "COMPLETE"
+            with m.State("COPY"):
+                m.d.comb += poison.eq(1)
+                m.d.comb += [
+                    self.rd_cmd.valid.eq(~sent_rd),
+                    self.rd_cmd.payload.addr.eq(desc.src), self.rd_cmd.payload.length.eq(length),
+                    self.wr_cmd.valid.eq(~sent_wr),
+                    self.wr_cmd.payload.addr.eq(desc.dst), self.wr_cmd.payload.length.eq(length),
+                ]
+                with m.If(self.rd_cmd.valid & self.rd_cmd.ready):
+                    m.d.sync += sent_rd.eq(1)
+                with m.If(self.wr_cmd.valid & self.wr_cmd.ready):
+                    m.d.sync += sent_wr.eq(1)
+                with m.If(use_loop):
+                    m.d.comb += [
+                        self.loop_in.tdata.eq(rd.tdata), self.loop_in.tkeep.eq(rd.tkeep),
+                        self.loop_in.tlast.eq(rd.tlast), self.loop_in.tvalid.eq(rd.tvalid),
+                        rd.tready.eq(self.loop_in.tready),
+                        wr.tdata.eq(self.loop_out.tdata), wr.tkeep.eq(self.loop_out.tkeep),
+                        wr.tlast.eq(self.loop_out.tlast), wr.tvalid.eq(self.loop_out.tvalid),
+                        self.loop_out.tready.eq(wr.tready),
+                    ]
+                with m.Else():
+                    m.d.comb += [
+                        wr.tdata.eq(rd.tdata), wr.tkeep.eq(rd.tkeep), wr.tlast.eq(rd.tlast),
+                        wr.tvalid.eq(rd.tvalid), rd.tready.eq(wr.tready),
+                    ]
+                m.d.comb += self.wr_status.ready.eq(1)
+                with m.If(self.wr_status.valid):
+                    m.d.sync += timing.eq(0)
+                    with m.If(read_resp >= RESP_SLVERR):
+                        m.d.sync += status.eq(Mux(read_resp == RESP_SLVERR, Status.read_slverr, Status.read_decerr))
+                    with m.Elif(self.wr_status.payload >= RESP_SLVERR):
+                        m.d.sync += status.eq(Mux(self.wr_status.payload == RESP_SLVERR,
+                                                  Status.write_slverr, Status.write_decerr))
+                    with m.Else():
+                        m.d.sync += host_bytes.eq(length)
+                    m.next = "COMPLETE"
+            with m.State("COMPLETE"):
+                m.d.sync += [timing.eq(0), beat.eq(0)]
+                m.d.comb += [
+                    self.wr_cmd.valid.eq(1),
+                    self.wr_cmd.payload.addr.eq(cfg.cq_base + ((cq_tail & (cq_size - 1)) << 6)),
+                    self.wr_cmd.payload.length.eq(ds.RECORD_BYTES),
+                ]
+                with m.If(self.wr_cmd.ready):
+                    m.next = "RECORD"
+            with m.State("RECORD"):
+                m.d.comb += [
+                    wr.tdata.eq(record.as_value().word_select(beat, W) if W < 512 else record.as_value()),
+                    wr.tkeep.eq((1 << (W // 8)) - 1),
+                    wr.tlast.eq(beat == record_beats - 1),
+                    wr.tvalid.eq(1),
+                ]
+                with m.If(wr.tready):
+                    m.d.sync += beat.eq(beat + 1)
+                    with m.If(wr.tlast):
+                        m.next = "RECORD_WAIT"
+            with m.State("RECORD_WAIT"):
+                m.d.comb += self.wr_status.ready.eq(1)
+                with m.If(self.wr_status.valid):
+                    with m.If(self.wr_status.payload >= RESP_SLVERR):
+                        m.d.comb += err["completion_write"].eq(1)
+                    with m.Else():
+                        m.d.comb += irq_done.eq(1)
+                    m.d.sync += [sq_head.eq(sq_head + 1), cq_tail.eq(cq_tail + 1), completed.eq(completed + 1),
+                                 errors.eq(errors + (status != 0))]
+                    m.next = "IDLE"
+
+        # whole-word assignments: Yosys' Verilog for constant bits of a partly assigned signal is an
+        # `always @*` without inputs, which Icarus never runs
+        any_error = Signal()
+        m.d.comb += any_error.eq(_any(err.values()))
+        m.d.comb += [
+            self.set_error.eq(sum(Mux(bit, ERR[name], 0) for name, bit in err.items())),
+            self.set_irq.eq(Mux(irq_done, IRQ["completion"], 0) | Mux(any_error, IRQ["error"], 0)),
+        ]
+        m.d.comb += self.busy.eq(timing)
+        return m

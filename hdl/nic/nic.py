@@ -1,0 +1,156 @@
+"""The NIC: registers, command processor, DMA engine, codec loop, collective engine and packet path."""
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from contract import credits as cr
+from contract import regmap as rm
+from contract.enums import DropReason
+from hdl.codec.codec_loop import CodecLoop
+from hdl.engine.collective_engine import CollectiveEngine
+from hdl.host.axi import AxiLiteSignature, AxiSignature
+from hdl.host.dma_engine import DmaEngine
+from hdl.host.register_block import RegisterBlock
+from hdl.nic.command_processor import CommandProcessor
+from hdl.packet.rx_parser import RxParser
+from hdl.packet.tx_builder import TxBuilder
+from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
+
+DMA_PORTS = ("rd_cmd", "rd_data", "wr_cmd", "wr_data", "wr_status")     # shared by command processor and engine
+
+
+def nic_signature(width: int) -> wiring.Signature:
+    """The NIC's ports (what ``ainic_nic_w<W>.v`` has, with ``clk`` and ``rst``)."""
+    return wiring.Signature({
+        "s_axil": In(AxiLiteSignature((rm.SPAN - 1).bit_length())),
+        "m_axi": Out(AxiSignature(width)),
+        "s_axis_rx": In(AxiStreamSignature(width, 1)),
+        "m_axis_tx": Out(AxiStreamSignature(width)),
+        "irq": Out(1),
+    })
+
+
+class Nic(wiring.Component):
+    """The whole NIC (docs/hardware.md):
+
+    * ``s_axil``: the register map (contract/regmap.py); ``irq``: IRQ_STATUS & IRQ_ENABLE.
+    * ``m_axi``: host memory (descriptors, data, completions), AXI4 master, W-bit data, 64-bit addresses.
+    * ``s_axis_rx`` / ``m_axis_tx``: Ethernet frames from / to a MAC (no FCS; ``s_axis_rx.tuser`` = the MAC's
+      error flag for the frame). Frames are Ethernet/IPv4/UDP/ainic (docs/protocol.md).
+
+    Local copies run in the command processor with the DMA engine and codec loop; ALLREDUCE descriptors run
+    in the :class:`CollectiveEngine`, which owns the DMA ports for their duration and talks to the network
+    through the :class:`RxParser` and :class:`TxBuilder`. Received frames wait in the parser's buffer until
+    the engine asks for them, so a peer may start earlier; receive credits (``contract/credits.py``)
+    keep every sender within that buffer, so ``s_axis_rx`` never has to push back on a MAC.
+    """
+
+    def __init__(self, width: int = 512, credits: cr.Credits = cr.DEFAULT):
+        self.width = check_width(width, self)
+        self.credits = credits
+        super().__init__(nic_signature(width))
+
+    def elaborate(self, platform):
+        m = Module()
+        W = self.width
+        m.submodules.regs = regs = RegisterBlock(W)
+        m.submodules.cmd = cmd = CommandProcessor(W, self.credits)
+        m.submodules.dma = dma = DmaEngine(W)
+        m.submodules.loop = loop = CodecLoop(W)
+        m.submodules.engine = eng = CollectiveEngine(W, credits=self.credits)
+        m.submodules.rx = rx = RxParser(W, buffer_beats=self.credits.buffer_beats(W))
+        m.submodules.tx = tx = TxBuilder(W)
+        wiring.connect(m, wiring.flipped(self.s_axil), regs.s_axil)
+        wiring.connect(m, dma.m_axi, wiring.flipped(self.m_axi))
+        m.d.comb += self.irq.eq(regs.irq)
+
+        c, st = regs.cfg, regs.stat
+        m.d.comb += [
+            cmd.cfg.enable.eq(c.control[0]),
+            cmd.cfg.sq_base.eq(Cat(c.sq_base_lo, c.sq_base_hi)),
+            cmd.cfg.sq_size_log2.eq(c.sq_size_log2),
+            cmd.cfg.cq_base.eq(Cat(c.cq_base_lo, c.cq_base_hi)),
+            cmd.cfg.cq_size_log2.eq(c.cq_size_log2),
+            cmd.cfg.cq_head.eq(c.cq_head),
+            cmd.cfg.world_size.eq(c.world_size),
+            cmd.cfg.rank.eq(c.rank),
+            cmd.cfg.packet_elems.eq(c.packet_elems),
+            cmd.cfg.lag.eq(c.lag),
+            st.sq_head.eq(cmd.stat.sq_head),
+            st.sq_tail.eq(cmd.stat.sq_tail),
+            st.cq_tail.eq(cmd.stat.cq_tail),
+            st.desc_completed.eq(cmd.stat.completed),
+            st.desc_errors.eq(cmd.stat.errors),
+            regs.set.irq_status.eq(cmd.set_irq),
+            regs.set.error_status.eq(cmd.set_error),
+            cmd.doorbell.eq(regs.strobe[0]),
+            cmd.doorbell_value.eq(regs.strobe_data[0]),
+        ]
+
+        # -- the DMA engine's user: the command processor, or the collective engine while it runs ------------
+        act = cmd.engine_active
+        for name in DMA_PORTS:
+            port_d, port_c, port_e = getattr(dma, name), getattr(cmd, name), getattr(eng, name)
+            for f, member in port_d.signature.members.items():
+                d, cs, es = getattr(port_d, f), getattr(port_c, f), getattr(port_e, f)
+                if member.flow == In:           # the user drives it
+                    m.d.comb += d.eq(Mux(act, es, cs))
+                elif f in ("valid", "ready", "tvalid", "tready"):
+                    m.d.comb += [es.eq(d & act), cs.eq(d & ~act)]
+                else:
+                    m.d.comb += [es.eq(d), cs.eq(d)]
+        m.d.comb += dma.wr_poison.eq(cmd.wr_poison & ~act)
+        wiring.connect(m, cmd.loop_in, loop.s_axis)
+        wiring.connect(m, loop.m_axis, cmd.loop_out)
+        m.d.comb += [loop.cfg_codec.eq(cmd.loop_codec), loop.cfg_packet_elems.eq(c.packet_elems),
+                     loop.cfg_count.eq(cmd.loop_count), loop.start.eq(cmd.loop_start)]
+
+        # -- the collective engine's configuration: descriptor, plan, registers, peer table -------------------
+        nodes = c.world_size[:7]
+        rank = c.rank[:6]
+        nxt = Signal(6)
+        prv = Signal(6)
+        m.d.comb += [nxt.eq(Mux(rank == nodes - 1, 0, rank + 1)), prv.eq(Mux(rank == 0, nodes - 1, rank - 1))]
+        next_mac, next_ip, prev_mac, prev_ip = Signal(48), Signal(32), Signal(48), Signal(32)
+        m.d.sync += [next_mac.eq(Cat(c.peer_mac_lo[nxt], c.peer_mac_hi[nxt][:16])), next_ip.eq(c.peer_ip[nxt]),
+                     prev_mac.eq(Cat(c.peer_mac_lo[prv], c.peer_mac_hi[prv][:16])), prev_ip.eq(c.peer_ip[prv])]
+        ec, h, d = eng.cfg, eng.cfg.header, cmd.desc
+        m.d.comb += [
+            ec.plan.eq(cmd.plan), ec.prev_ip.eq(prev_ip), ec.prev_mac.eq(prev_mac), ec.src.eq(d.src), ec.dst.eq(d.dst),
+            h.rank.eq(c.rank), h.nodes.eq(c.world_size), h.codec.eq(d.codec), h.dtype.eq(d.dtype),
+            h.job.eq(c.job_id), h.collective.eq(d.collective), h.next_mac.eq(next_mac), h.next_ip.eq(next_ip),
+            eng.start.eq(cmd.engine_start),
+            cmd.engine_busy.eq(eng.busy), cmd.engine_status.eq(eng.status),
+        ]
+
+        # -- packet path ----------------------------------------------------------------------------------------
+        local_mac = Cat(c.local_mac_lo, c.local_mac_hi[:16])
+        m.d.comb += [
+            rx.cfg_mac.eq(local_mac), rx.cfg_ip.eq(c.local_ip), rx.cfg_udp_port.eq(c.udp_port), rx.cfg_rank.eq(c.rank),
+            tx.cfg_mac.eq(local_mac), tx.cfg_ip.eq(c.local_ip), tx.cfg_udp_port.eq(c.udp_port),
+        ]
+        wiring.connect(m, wiring.flipped(self.s_axis_rx), rx.s_axis)
+        wiring.connect(m, rx.m_meta, eng.rx_meta)
+        wiring.connect(m, rx.m_axis, eng.rx_payload)
+        wiring.connect(m, eng.tx_meta, tx.s_meta)
+        wiring.connect(m, eng.tx_payload, tx.s_axis)
+        wiring.connect(m, tx.m_axis, wiring.flipped(self.m_axis_tx))
+
+        # -- network counters: registers (every frame on the ports, acks included) -----------------------------
+        tx_frames = Signal(32)
+        tx_bytes, rx_bytes = Signal(32), Signal(32)
+        for port, nbytes, name in ((self.m_axis_tx, tx_bytes, "tx"), (self.s_axis_rx, rx_bytes, "rx")):
+            n = keep_count(m, port.tkeep, f"{name}_beat_bytes")
+            with m.If(port.tvalid & port.tready):
+                m.d.sync += nbytes.eq(nbytes + n)
+        with m.If(self.m_axis_tx.tvalid & self.m_axis_tx.tready & self.m_axis_tx.tlast):
+            m.d.sync += tx_frames.eq(tx_frames + 1)
+        m.d.comb += [
+            cmd.net.eq(eng.net),            # a completion counts its collective's data frames (acks apart)
+            st.tx_frames.eq(tx_frames), st.tx_bytes.eq(tx_bytes),
+            st.rx_accepted.eq(rx.stat_accepted), st.rx_bytes.eq(rx_bytes),
+        ]
+        for reason in DropReason:
+            m.d.comb += getattr(st, f"rx_drop_{reason.name}").eq(rx.stat_drops[reason])
+        return m

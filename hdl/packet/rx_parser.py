@@ -1,0 +1,217 @@
+"""Receive parser: validates Ethernet/IPv4/UDP/ainic frames, drops bad ones whole, realigns the payload."""
+
+from amaranth import C, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from contract.enums import DATA_OPCODES, Codec, DropReason, Dtype, FrameOpcode
+from contract.protocol import (
+    ETH_BYTES,
+    ETHERTYPE_IPV4,
+    FRAME_HEADER_BYTES,
+    HEADER_BYTES,
+    IP_PROTOCOL_UDP,
+    IPV4_BYTES,
+    MAX_FRAME_BYTES,
+    MAX_P,
+    UDP_BYTES,
+    UDP_PORT,
+    VERSION,
+)
+from hdl.codec.wire_size import payload_bytes
+from hdl.packet.headers import FrameHeader, ipv4_checksum_ok, network_order
+from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
+
+META_BITS = 256 + 32            # the ainic header, then the sender's IPv4 address
+
+
+class RxParser(wiring.Component):
+    """Frames in on ``s_axis`` (``tuser`` = MAC error on any beat); for each accepted frame, one record on
+    ``m_meta`` (the ainic header, big-endian as on the wire, then the source IPv4 address) and its payload
+    on ``m_axis``, realigned so that payload byte 0 is byte 0 of a beat.
+
+    * Checks, in the order of ``contract.enums.DropReason`` (the first failing one is counted in
+      ``stat_drops[reason]``); accepted frames count in ``stat_accepted``. The verdict of every frame is
+      the one ``host_driver.models.protocol.check_frame`` gives.
+    * Store and forward: a frame's payload is written to a buffer as it arrives and published (or rolled
+      back) after its last beat, so a bad frame never leaves and never stalls the next one.
+    * Throughput: one beat per cycle on ``s_axis`` for back-to-back frames while the outputs keep up.
+    * Latency: the payload's first beat leaves 3 cycles after the frame's last beat.
+    * Backpressure: ``s_axis.tready`` is a registered check of buffer room; nothing accepted is lost.
+    """
+
+    def __init__(self, width: int = 512, buffer_beats: int = None):
+        self.width = check_width(width, self)
+        nbytes = width // 8
+        self.header_beats = -(-FRAME_HEADER_BYTES // nbytes)
+        self.offset = FRAME_HEADER_BYTES % nbytes            # payload's first byte within its beat
+        self.payload_cap = -(-(4 * MAX_P) // nbytes) + 1      # beats the largest valid payload needs
+        # payload buffer entries: a power of two, at least two of the largest payloads
+        self.depth = 1 << (max(2 * self.payload_cap + 4, buffer_beats or 0) - 1).bit_length()
+        super().__init__({
+            "s_axis": In(AxiStreamSignature(width, 1)),
+            "m_axis": Out(AxiStreamSignature(width)),
+            "m_meta": Out(AxiStreamSignature(META_BITS)),
+            "cfg_mac": In(48),
+            "cfg_ip": In(32),
+            "cfg_udp_port": In(16, init=UDP_PORT),
+            "cfg_rank": In(16),
+            "stat_accepted": Out(32),
+            "stat_drops": Out(data.ArrayLayout(32, len(DropReason))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W, B = self.width, self.width // 8
+        K, o = self.header_beats, self.offset
+        s = self.s_axis
+        entry = W + B + 1
+
+        m.submodules.mem = mem = Memory(shape=entry, depth=self.depth, init=[])
+        wp = mem.write_port()
+        rp = mem.read_port()
+        m.submodules.meta = meta = SyncFIFOBuffered(width=META_BITS, depth=4)
+        ptr_bits = self.depth.bit_length()
+        wr_ptr, commit, rd_ptr = (Signal(ptr_bits, name=n) for n in ("wr_ptr", "commit", "rd_ptr"))
+
+        # -- input side -------------------------------------------------------------------------------
+        room = Signal()
+        m.d.sync += room.eq((self.depth - (wr_ptr - rd_ptr)[:ptr_bits] > 3) & (meta.level < 3))
+        m.d.comb += s.tready.eq(room)
+        take = s.tvalid & s.tready
+        count = keep_count(m, s.tkeep, "rx_count")
+
+        beat = Signal(range(max(K + 1, 2)))            # beat index, saturating at K
+        hdr = Signal(8 * B * K)
+        length = Signal(16)                             # frame bytes so far (saturating)
+        err = Signal()
+        prev_tail = Signal(8 * (B - o))                 # bytes o.. of the previous beat
+        written = Signal(ptr_bits)                      # payload beats written for this frame
+        capped = written >= self.payload_cap
+
+        # the verdict runs the cycle after the last beat, from registers
+        pending = Signal()
+        flush = Signal()
+        flush_data = Signal(8 * (B - o))
+        flush_keep = Signal(range(B + 1))
+        f_len = Signal(16)
+        f_err = Signal()
+
+        wr_data = Signal(entry)
+        wr_en = Signal()
+        m.d.comb += [wp.addr.eq(wr_ptr[:ptr_bits - 1]), wp.data.eq(wr_data), wp.en.eq(wr_en)]
+
+        new_len = Signal(17)
+        m.d.comb += new_len.eq(Mux(beat == 0, 0, length) + count)
+        m.d.sync += pending.eq(0)
+        with m.If(take):
+            for i in range(K):
+                with m.If(beat == i):
+                    m.d.sync += hdr[8 * B * i:8 * B * (i + 1)].eq(s.tdata)
+            m.d.sync += [
+                beat.eq(Mux(s.tlast, 0, Mux(beat == K, K, beat + 1))),
+                length.eq(Mux(new_len > 0xFFFF, 0xFFFF, new_len)),
+                err.eq(Mux(beat == 0, 0, err) | s.tuser),
+                prev_tail.eq(s.tdata[8 * o:]),
+            ]
+            head_keep = Mux(count < o, count, o)
+            with m.If((beat == K) & ~capped):
+                # a payload beat: the previous beat's tail, then this beat's first o bytes
+                full = s.tlast & (count <= o)
+                m.d.comb += [
+                    wr_en.eq(1),
+                    wr_data.eq(Cat(prev_tail, s.tdata[:8 * o],
+                                   Cat(*[Mux(i < B - o + head_keep, 1, 0) for i in range(B)]), full)),
+                ]
+                m.d.sync += [wr_ptr.eq(wr_ptr + 1), written.eq(written + 1)]
+            with m.If(s.tlast):
+                tail = Signal(range(B + 1))
+                m.d.comb += tail.eq(Mux(count > o, count - o, 0))
+                m.d.sync += [
+                    pending.eq(1),
+                    flush.eq((beat >= K - 1) & (tail != 0) & ~capped),
+                    flush_data.eq(s.tdata[8 * o:]),
+                    flush_keep.eq(tail),
+                    f_len.eq(Mux(new_len > 0xFFFF, 0xFFFF, new_len)),
+                    f_err.eq(Mux(beat == 0, 0, err) | s.tuser),
+                    written.eq(0),
+                ]
+
+        # -- verdict ------------------------------------------------------------------------------------
+        h = data.View(FrameHeader, network_order(hdr[:8 * FRAME_HEADER_BYTES], FRAME_HEADER_BYTES))
+        ip_at, udp_at = ETH_BYTES, ETH_BYTES + IPV4_BYTES
+        csum_ok = ipv4_checksum_ok(m, hdr[8 * ip_at:8 * udp_at])
+        a, ip, udp, eth = h.ainic, h.ipv4, h.udp, h.eth
+        payload_len = Signal(17)
+        m.d.comb += payload_len.eq(f_len - FRAME_HEADER_BYTES)
+        need = payload_bytes(m, a.codec, a.count)
+        assert DATA_OPCODES == (FrameOpcode.data, FrameOpcode.result) == (0, 1)
+        data_op = a.opcode <= FrameOpcode.result
+        R = DropReason
+        fails = {
+            R.mac_error: f_err,
+            R.runt: (f_len < ETH_BYTES) | ((eth.ethertype == ETHERTYPE_IPV4) & (f_len < FRAME_HEADER_BYTES)),
+            R.oversize: f_len > MAX_FRAME_BYTES,
+            R.not_for_us: (eth.dst != self.cfg_mac) & (eth.dst != 0xFFFFFFFFFFFF),
+            R.ethertype: eth.ethertype != ETHERTYPE_IPV4,
+            R.ip_version_ihl: (ip.version != 4) | (ip.ihl != 5),
+            R.ip_checksum: ~csum_ok,
+            R.ip_length: ip.total_length != f_len - ETH_BYTES,
+            R.ip_fragment: ip.flags[0] | (ip.frag_offset != 0),
+            R.ip_protocol: ip.protocol != IP_PROTOCOL_UDP,
+            R.ip_dst: ip.dst != self.cfg_ip,
+            R.udp_port: udp.dport != self.cfg_udp_port,
+            R.udp_length: udp.length != ip.total_length - IPV4_BYTES,
+            R.version: a.version != VERSION,
+            R.opcode: a.opcode > max(FrameOpcode),
+            R.codec_dtype: (a.codec > max(Codec)) | (a.dtype > max(Dtype))
+                           | ((a.dtype == Dtype.int32) & (a.codec != Codec.none)),
+            R.count: Mux(data_op, (a.count == 0) | (a.count > MAX_P) | (payload_len != need), payload_len != 0),
+            R.dst_rank: a.dst_rank != self.cfg_rank,
+        }
+        assert list(fails) == list(DropReason)
+        reason = Signal(range(len(DropReason) + 1))
+        m.d.comb += reason.eq(len(DropReason))           # none: accepted
+        for r in reversed(DropReason):
+            with m.If(fails[r]):
+                m.d.comb += reason.eq(r)
+        accept = reason == len(DropReason)
+
+        with m.If(pending):
+            with m.If(flush):
+                m.d.comb += [wr_en.eq(1), wr_data.eq(Cat(flush_data, C(0, 8 * o),
+                                                         Cat(*[Mux(i < flush_keep, 1, 0) for i in range(B)]), 1))]
+            with m.If(accept):
+                m.d.sync += [wr_ptr.eq(wr_ptr + flush), commit.eq(wr_ptr + flush),
+                             self.stat_accepted.eq(self.stat_accepted + 1)]
+                m.d.comb += [meta.w_en.eq(1), meta.w_data.eq(Cat(network_order(
+                    hdr[8 * (udp_at + UDP_BYTES):8 * FRAME_HEADER_BYTES], HEADER_BYTES), ip.src))]
+            with m.Else():
+                m.d.sync += wr_ptr.eq(commit)
+                for i in range(len(DropReason)):
+                    with m.If(reason == i):
+                        m.d.sync += self.stat_drops[i].eq(self.stat_drops[i] + 1)
+
+        # -- output side ---------------------------------------------------------------------------------
+        out = self.m_axis
+        out_valid = Signal()
+        fetch = (rd_ptr != commit) & (~out_valid | out.tready)
+        m.d.comb += [rp.addr.eq(rd_ptr[:ptr_bits - 1]), rp.en.eq(fetch)]
+        with m.If(fetch):
+            m.d.sync += [rd_ptr.eq(rd_ptr + 1), out_valid.eq(1)]
+        with m.Elif(out.tready):
+            m.d.sync += out_valid.eq(0)
+        m.d.comb += [
+            out.tvalid.eq(out_valid),
+            out.tdata.eq(rp.data[:W]),
+            out.tkeep.eq(rp.data[W:W + B]),
+            out.tlast.eq(rp.data[W + B]),
+            self.m_meta.tvalid.eq(meta.r_rdy),
+            self.m_meta.tdata.eq(meta.r_data),
+            self.m_meta.tkeep.eq(Const(-1, META_BITS // 8)),
+            self.m_meta.tlast.eq(1),
+            meta.r_en.eq(self.m_meta.tready),
+        ]
+        return m

@@ -1,0 +1,113 @@
+"""Transmit builder: ainic header metadata + payload stream in, a complete Ethernet/IPv4/UDP frame out."""
+
+from amaranth import C, Cat, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from contract.protocol import (
+    ETHERTYPE_IPV4,
+    FRAME_HEADER_BYTES,
+    HEADER_BYTES,
+    IP_PROTOCOL_UDP,
+    IPV4_BYTES,
+    UDP_BYTES,
+    UDP_PORT,
+)
+from hdl.codec.wire_size import payload_bytes
+from hdl.packet.headers import AinicHeader, FrameHeader, ipv4_checksum, network_order
+from hdl.stream.axis import AxiStreamSignature, check_width, keep_mask
+
+#: s_meta.tdata: the ainic header (as a big-endian integer, i.e. an AinicHeader), destination IP, destination MAC
+TxMeta = data.StructLayout({"ainic": AinicHeader, "dst_ip": 32, "dst_mac": 48})
+
+
+class TxBuilder(wiring.Component):
+    """For each record on ``s_meta``, one frame on ``m_axis``: Ethernet (``cfg_mac`` -> ``dst_mac``),
+    IPv4 (IHL 5, DF, TTL 64, identification 0, checksum computed), UDP (both ports ``cfg_udp_port``,
+    checksum 0, see docs/protocol.md), the ainic header, then the payload from ``s_axis``.
+
+    * The payload stream must carry exactly ``codec_bytes(codec, count)`` bytes (none for a header-only
+      frame: then ``s_axis`` is not read); lengths in the headers come from ``count`` and ``codec``.
+    * Bit-exact with ``host_driver.models.protocol.build_frame`` for the same fields.
+    * Throughput: one beat per cycle on ``m_axis`` for back-to-back frames while the payload keeps up;
+      the next record is taken in the cycle the previous frame's last beat leaves.
+    * Latency: 1 cycle from ``s_meta`` to the first beat. ``m_axis.tvalid`` never waits on ``tready``.
+    """
+
+    def __init__(self, width: int = 512):
+        self.width = check_width(width, self)
+        super().__init__({
+            "s_meta": In(AxiStreamSignature(TxMeta.size)),
+            "s_axis": In(AxiStreamSignature(width)),
+            "m_axis": Out(AxiStreamSignature(width)),
+            "cfg_mac": In(48),
+            "cfg_ip": In(32),
+            "cfg_udp_port": In(16, init=UDP_PORT),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W, B = self.width, self.width // 8
+        H = FRAME_HEADER_BYTES
+        K = -(-H // B)
+        o = H % B                                      # header bytes in the beat where the payload begins
+        meta = data.View(TxMeta, self.s_meta.tdata)
+        pin, out = self.s_axis, self.m_axis
+
+        # -- the header of the frame offered on s_meta -----------------------------------------------------
+        plen = payload_bytes(m, meta.ainic.codec, meta.ainic.count, "tx_plen")
+        hv = Signal(FrameHeader)
+        m.d.comb += [
+            hv.eth.dst.eq(meta.dst_mac), hv.eth.src.eq(self.cfg_mac), hv.eth.ethertype.eq(ETHERTYPE_IPV4),
+            hv.ipv4.version.eq(4), hv.ipv4.ihl.eq(5), hv.ipv4.total_length.eq(IPV4_BYTES + UDP_BYTES + HEADER_BYTES + plen),
+            hv.ipv4.flags.eq(0b010), hv.ipv4.ttl.eq(64), hv.ipv4.protocol.eq(IP_PROTOCOL_UDP),
+            hv.ipv4.src.eq(self.cfg_ip), hv.ipv4.dst.eq(meta.dst_ip),
+            hv.udp.sport.eq(self.cfg_udp_port), hv.udp.dport.eq(self.cfg_udp_port), hv.udp.length.eq(UDP_BYTES + HEADER_BYTES + plen),
+            hv.ainic.eq(meta.ainic),
+        ]
+        bus = Signal(8 * H)
+        m.d.comb += bus.eq(network_order(hv.as_value(), H))
+        csum = ipv4_checksum(m, bus[8 * 14:8 * 34])
+        header = Cat(bus[:8 * 24], csum[8:], csum[:8], bus[8 * 26:])      # checksum field, big-endian
+
+        # -- frame state -------------------------------------------------------------------------------------
+        active = Signal()
+        hdr = Signal(8 * H)
+        idx = Signal(range(max(K + 1, 2)))              # output beat index, saturating at K
+        left = Signal(17)                               # frame bytes still to send
+        in_left = Signal(17)                            # payload bytes still to read
+        prev_tail = Signal(8 * o)
+
+        need_input = in_left != 0
+        hdr_beats = Cat(hdr, C(0, 8 * (K * B - H)))
+        beat_data = Signal(W)
+        with m.If(idx < K - 1):
+            m.d.comb += beat_data.eq(hdr_beats.word_select(idx, W))
+        with m.Elif(idx == K - 1):
+            m.d.comb += beat_data.eq(Cat(hdr[8 * (K - 1) * B:], pin.tdata[:8 * (B - o)]))
+        with m.Else():
+            m.d.comb += beat_data.eq(Cat(prev_tail, pin.tdata[:8 * (B - o)]))
+        uses_input = (idx >= K - 1) & need_input
+        kept = Signal(range(B + 1))
+        m.d.comb += kept.eq(Mux(left > B, B, left))
+        m.d.comb += [
+            out.tvalid.eq(active & (~uses_input | pin.tvalid)),
+            out.tdata.eq(beat_data),
+            out.tkeep.eq(keep_mask(kept, B)),
+            out.tlast.eq(left <= B),
+        ]
+        fire = out.tvalid & out.tready
+        m.d.comb += pin.tready.eq(active & uses_input & out.tready)
+        done = fire & out.tlast
+        m.d.comb += self.s_meta.tready.eq(~active | done)
+
+        with m.If(fire):
+            m.d.sync += [idx.eq(Mux(idx == K, K, idx + 1)), left.eq(left - B)]
+            with m.If(uses_input):
+                m.d.sync += [prev_tail.eq(pin.tdata[8 * (B - o):]),
+                             in_left.eq(Mux(in_left > B, in_left - B, 0))]
+            with m.If(out.tlast):
+                m.d.sync += active.eq(0)
+        with m.If(self.s_meta.tvalid & self.s_meta.tready):
+            m.d.sync += [active.eq(1), hdr.eq(header), idx.eq(0), left.eq(H + plen), in_left.eq(plen)]
+        return m

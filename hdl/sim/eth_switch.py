@@ -1,0 +1,109 @@
+"""An Ethernet switch for the cluster harness: static MAC-to-port table, per-port output queues."""
+
+from amaranth import Array, Cat, Module, Mux, Signal
+from amaranth.lib import data, fifo, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.stream.axis import AxiStreamSignature, check_width
+
+
+def _dst_mac(tdata):
+    """The destination MAC of a frame's first beat as the 48-bit integer ``protocol.mac_int`` gives."""
+    return Cat(*[tdata[8 * i:8 * i + 8] for i in reversed(range(6))])
+
+
+class EthernetSwitch(wiring.Component):
+    """``ports`` ports; a frame entering ``s_axis_<i>`` leaves ``m_axis_<j>`` for the j with
+    ``cfg_mac[j]`` equal to its destination MAC.
+
+    * Forwarding is decided on the frame's first beat (the destination MAC is bytes 0..5), then the frame
+      is held to its port until ``tlast``. Frames for an unknown MAC (broadcast included) are dropped
+      whole and counted in ``stat_unknown``.
+    * Each output has a queue of ``queue_depth`` beats; an output takes one frame at a time, choosing
+      round-robin among the inputs whose head frame is for it, without a cycle of arbitration, so
+      back-to-back frames from one input pass at one beat per cycle. An input waiting for a busy output
+      waits (backpressure), so nothing is lost.
+    """
+
+    def __init__(self, ports: int, width: int = 512, queue_depth: int = 64):
+        if not 2 <= ports <= 32:
+            self._MustUse__silence = True
+            raise ValueError(f"ports must be in 2 .. 32, got {ports}")
+        self.ports = ports
+        self.width = check_width(width, self)
+        self.queue_depth = queue_depth
+        members = {"cfg_mac": In(data.ArrayLayout(48, ports)), "stat_unknown": Out(32)}
+        for i in range(ports):
+            members[f"s_axis_{i}"] = In(AxiStreamSignature(width))
+            members[f"m_axis_{i}"] = Out(AxiStreamSignature(width))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        N, W, B = self.ports, self.width, self.width // 8
+        ins = [getattr(self, f"s_axis_{i}") for i in range(N)]
+        outs = [getattr(self, f"m_axis_{j}") for j in range(N)]
+
+        # -- input side: where each input's current frame goes -------------------------------------------
+        in_frame = [Signal(name=f"in_frame_{i}") for i in range(N)]     # past the first beat
+        held = [Signal(N, name=f"held_route_{i}") for i in range(N)]    # one-hot, latched at the first beat
+        route = [Signal(N, name=f"route_{i}") for i in range(N)]
+        for i, s in enumerate(ins):
+            mac = _dst_mac(s.tdata)
+            match = Cat(*[mac == self.cfg_mac[j] for j in range(N)])
+            m.d.comb += route[i].eq(Mux(in_frame[i], held[i], match))
+            with m.If(s.tvalid & s.tready):
+                m.d.sync += in_frame[i].eq(~s.tlast)
+                with m.If(~in_frame[i]):
+                    m.d.sync += held[i].eq(match)
+
+        # frames dropped this cycle (several inputs may finish one in the same cycle)
+        dropped = [Signal(name=f"dropped_{i}") for i in range(N)]
+        for i, s in enumerate(ins):
+            m.d.comb += dropped[i].eq(s.tvalid & s.tready & s.tlast & (route[i] == 0))
+        m.d.sync += self.stat_unknown.eq(self.stat_unknown + sum(d.as_unsigned() for d in dropped))
+
+        # -- output side: round-robin frame arbitration into the output queue ----------------------------
+        grant_ready = [[Signal(name=f"ready_{i}_to_{j}") for j in range(N)] for i in range(N)]
+        for j, o in enumerate(outs):
+            layout = data.StructLayout({"tdata": W, "tkeep": B, "tlast": 1})
+            q = fifo.SyncFIFOBuffered(width=layout.size, depth=self.queue_depth)
+            m.submodules[f"queue_{j}"] = q
+            busy = Signal(name=f"out_busy_{j}")
+            owner = Signal(range(N), name=f"out_owner_{j}")
+            last = Signal(range(N), name=f"out_last_{j}")
+            want = Cat(*[ins[i].tvalid & route[i][j] for i in range(N)])
+            pick = Signal(range(N), name=f"out_pick_{j}")
+            any_want = Signal(name=f"out_any_{j}")
+            # rotating priority: the first requester after `last`
+            with m.Switch(last):
+                for start in range(N):
+                    with m.Case(start):
+                        order = [(start + k) % N for k in range(1, N + 1)]
+                        for i in reversed(order):
+                            with m.If(want[i]):
+                                m.d.comb += [pick.eq(i), any_want.eq(1)]
+            sel = Signal(range(N), name=f"out_sel_{j}")
+            active = Signal(name=f"out_active_{j}")
+            m.d.comb += [sel.eq(Mux(busy, owner, pick)), active.eq(busy | any_want)]
+            src = Array(ins)[sel]
+            entry = Signal(layout, name=f"out_entry_{j}")
+            m.d.comb += [entry.tdata.eq(src.tdata), entry.tkeep.eq(src.tkeep), entry.tlast.eq(src.tlast),
+                         q.w_data.eq(entry)]
+            go = Signal(name=f"out_go_{j}")
+            m.d.comb += [go.eq(active & src.tvalid & q.w_rdy), q.w_en.eq(go)]
+            for i in range(N):
+                m.d.comb += grant_ready[i][j].eq(active & (sel == i) & q.w_rdy)
+            with m.If(go):
+                m.d.sync += [busy.eq(~src.tlast), owner.eq(sel)]
+                with m.If(src.tlast):
+                    m.d.sync += last.eq(sel)
+            head = Signal(layout, name=f"out_head_{j}")
+            m.d.comb += [head.eq(q.r_data), o.tdata.eq(head.tdata), o.tkeep.eq(head.tkeep),
+                         o.tlast.eq(head.tlast), o.tvalid.eq(q.r_rdy), q.r_en.eq(o.tvalid & o.tready)]
+
+        for i, s in enumerate(ins):
+            granted = Cat(*[grant_ready[i][j] & route[i][j] for j in range(N)]).any()
+            m.d.comb += s.tready.eq(granted | (route[i] == 0))           # unknown destination: drop
+        return m
+

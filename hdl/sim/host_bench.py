@@ -1,0 +1,70 @@
+"""Simulation top: the NIC with a host memory model on its AXI4 port (``hdl/sim/``)."""
+
+from pathlib import Path
+
+from amaranth import ClockSignal, Instance, Module, ResetSignal, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from contract import regmap as rm
+from hdl.host.axi import AxiLiteSignature
+from hdl.nic.nic import Nic
+from hdl.stream.axis import check_width
+
+SIM_DIR = Path(__file__).resolve().parent
+MEMORY_CONFIG = {"cfg_latency": 16, "cfg_rate": 16, "cfg_stall": 8, "cfg_seed": 32, "cfg_err_lo": 64,
+                 "cfg_err_hi": 64, "cfg_err_resp": 2, "bd_load": 1, "bd_dump": 1, "bd_lo": 32, "bd_hi": 32}
+MEMORY_STATS = {"stat_cycle": 64, "stat_rd_beats": 32, "stat_wr_beats": 32, "stat_rd_first": 64,
+                "stat_rd_last": 64, "stat_wr_first": 64, "stat_wr_last": 64, "stat_violations": 32}
+MEMORY_SOURCE = SIM_DIR / "ainic_host_memory.v"
+
+
+def memory_members(prefix: str = "mem_") -> dict:
+    """Top-level ports that expose one host memory's configuration, backdoor and statistics."""
+    members = {f"{prefix}{k}": In(w) for k, w in MEMORY_CONFIG.items()}
+    members.update({f"{prefix}{k}": Out(w) for k, w in MEMORY_STATS.items()})
+    return members
+
+
+def add_host_memory(m, name, axi, top, prefix, width, addr_bits, load_file="hostmem_load.bin",
+                    dump_file="hostmem_dump.hex", registered=False):
+    """Instantiate ``ainic_host_memory`` as the slave of AXI4 master ``axi`` (an interface object), with its
+    configuration and statistics on ``top``'s ``<prefix>*`` ports (see :func:`memory_members`). With
+    ``registered``, the configuration and backdoor inputs pass through a flip-flop (one cycle later)."""
+    ports = {}
+    for member, desc in axi.signature.members.items():
+        # the memory is the slave: the NIC's outputs are its inputs
+        ports[("i_" if desc.flow == Out else "o_") + f"s_axi_{member}"] = getattr(axi, member)
+    for k in MEMORY_CONFIG:
+        port = getattr(top, f"{prefix}{k}")
+        if registered:
+            reg = Signal.like(port, name=f"{prefix}{k}_r")
+            m.d.sync += reg.eq(port)
+            port = reg
+        ports[f"i_{k}"] = port
+    for k in MEMORY_STATS:
+        ports[f"o_{k}"] = getattr(top, f"{prefix}{k}")
+    m.submodules[name] = Instance(
+        "ainic_host_memory",
+        p_DATA_WIDTH=width, p_ADDR_BITS=addr_bits, p_LOAD_FILE=load_file, p_DUMP_FILE=dump_file,
+        i_clk=ClockSignal(), i_rst=ResetSignal(), **ports)
+
+
+class HostBench(wiring.Component):
+    """:class:`Nic` (network ports idle) + ``ainic_host_memory`` (2**addr_bits bytes). The memory's
+    configuration, backdoor and statistics are top-level ports (``mem_*``) the testbench drives and reads."""
+
+    def __init__(self, width: int = 512, addr_bits: int = 24):
+        self.width = check_width(width, self)
+        self.addr_bits = addr_bits
+        members = {"s_axil": In(AxiLiteSignature((rm.SPAN - 1).bit_length())), "irq": Out(1)}
+        members.update(memory_members())
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.nic = nic = Nic(self.width)
+        wiring.connect(m, wiring.flipped(self.s_axil), nic.s_axil)
+        m.d.comb += [self.irq.eq(nic.irq), nic.m_axis_tx.tready.eq(1)]
+        add_host_memory(m, "memory", nic.m_axi, self, "mem_", self.width, self.addr_bits)
+        return m

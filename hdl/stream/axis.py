@@ -1,0 +1,71 @@
+"""AXI4-Stream as an Amaranth signature, and the byte-order conventions every block shares.
+
+Ports that leave a block use AXI names so that the exported Verilog reads ``s_axis__tdata`` etc. and binds
+to cocotbext-axi and vendor IP without glue. The handshake follows ``amaranth.lib.stream`` rules: a source
+never lets ``tvalid`` wait on ``tready``; a sink may let ``tready`` depend on ``tvalid``.
+
+Byte order: byte ``i`` of a beat is ``tdata[8*i : 8*i+8]`` (AXI: byte 0 in the low bits), so a little-endian
+array of elements maps onto a beat with element ``j`` of width ``w`` at ``tdata[w*j : w*(j+1)]``.
+``tkeep`` is contiguous from byte 0; only the beat with ``tlast`` may be partial.
+"""
+
+from amaranth import Const, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from contract.limits import WIDTHS
+
+__all__ = ["AxiStreamSignature", "keep_mask", "keep_count", "check_width"]
+
+
+def check_width(width: int, owner=None, name: str = "width") -> int:
+    """``width`` if it is a supported data width, else ValueError (``owner``: the component being built,
+    so that Amaranth does not also warn that it was created and never used)."""
+    if width not in WIDTHS:
+        if owner is not None:
+            owner._MustUse__silence = True
+        raise ValueError(f"{name} must be one of {tuple(sorted(WIDTHS))} bits, got {width!r}")
+    return width
+
+
+class AxiStreamSignature(wiring.Signature):
+    """``tdata`` (data_width), ``tkeep`` (data_width/8), ``tlast``, optional ``tuser``, ``tvalid``/``tready``."""
+
+    def __init__(self, data_width: int, user_width: int = 0):
+        if data_width <= 0 or data_width % 8:
+            raise ValueError(f"AXI-Stream data width must be a positive multiple of 8, got {data_width!r}")
+        self.data_width = data_width
+        self.user_width = user_width
+        members = {
+            "tdata": Out(data_width),
+            "tkeep": Out(data_width // 8),
+            "tlast": Out(1),
+            "tvalid": Out(1),
+            "tready": In(1),
+        }
+        if user_width:
+            members["tuser"] = Out(user_width)
+        super().__init__(members)
+
+    def __eq__(self, other):
+        return (isinstance(other, AxiStreamSignature) and other.data_width == self.data_width
+                and other.user_width == self.user_width)
+
+    def __repr__(self):
+        return f"AxiStreamSignature({self.data_width}, user_width={self.user_width})"
+
+
+def keep_mask(count, nbytes: int):
+    """A tkeep value with the low ``count`` bits set (count is a Value in 0..nbytes)."""
+    return Mux(count >= nbytes, Const((1 << nbytes) - 1, nbytes),
+               (Const(1, nbytes + 1) << count)[:nbytes] - 1)
+
+
+def keep_count(m, keep, name="keep_count"):
+    """Number of bytes kept by a contiguous-from-zero ``tkeep`` (a priority encode, not a popcount)."""
+    n = len(keep)
+    count = Signal(range(n + 1), name=name)
+    for i in range(n):
+        with m.If(keep[i]):
+            m.d.comb += count.eq(i + 1)
+    return count

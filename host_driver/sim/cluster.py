@@ -1,0 +1,274 @@
+"""N nodes running a collective: ``Cluster(...).allreduce(arrays) -> (results, stats)``, likewise
+``reduce_scatter`` and ``allgather``.
+
+Backends: ``"model"`` runs the golden model (``host_driver/models/allreduce.py``) and derives the traffic
+from the exact packets the ring sends; it has no notion of time, so ``cycles`` and ``efficiency`` are None
+there. ``"verilator"`` / ``"icarus"`` run the cluster harness (``hdl/sim/cluster_bench.py``: N NICs with
+their host memories, links and a switch) in that simulator: the build is cached per (simulator, N, W), the
+job runs in a simulator process (``host_driver/sim/cluster_job.py`` → ``host_driver/sim/cluster_run.py``)
+and hands back the result tensors, the completions and the link counters; ``cycles`` is the slowest rank's
+completion time.
+
+Importing this module loads the golden models only: the simulation runner (cocotb's, Amaranth) is
+imported when an RTL backend runs, so that the model backend works where neither is installed.
+"""
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from contract import credits as cr
+from contract.enums import Codec, Dtype, FrameFlag, FrameOpcode, names
+from contract.limits import MAX_CLUSTER_NODES, WIDTHS
+from contract.protocol import FRAME_HEADER_BYTES, MAX_P, WIRE_OVERHEAD_BYTES
+from host_driver.models import allreduce as ar
+from host_driver.models import numerics as nm
+from host_driver.models import protocol as proto
+
+BACKENDS = ("model", "verilator", "icarus")
+HEADER = FRAME_HEADER_BYTES         # Ethernet + IPv4 + UDP + ainic: 74 bytes per frame
+WIRE_EXTRA = WIRE_OVERHEAD_BYTES    # FCS, preamble + SFD, inter-frame gap: what a link spends per frame
+MODEL_OPS = {"allreduce": ar.allreduce, "reduce_scatter": ar.reduce_scatter, "allgather": ar.allgather}
+
+
+def link_rate_fixed(link_gbps: float, clock_mhz: float) -> int:
+    """Bytes per cycle in the link model's 8.8 fixed point."""
+    return round(link_gbps * 1e9 / 8 / (clock_mhz * 1e6) * 256)
+
+
+def rank_mac(r: int) -> str:
+    return f"02:00:00:00:01:{r:02x}"
+
+
+def rank_ip(r: int) -> str:
+    return f"10.0.1.{r + 1}"
+
+
+@dataclass
+class ClusterStats:
+    nodes: int
+    elements: int
+    codec: str
+    dtype: str
+    packet: int
+    clock_mhz: float
+    link_gbps: float
+    frames_per_link: list = field(default_factory=list)       # link r: rank r's uplink (data + acks)
+    frame_bytes_per_link: list = field(default_factory=list)  # Ethernet frames without FCS
+    payload_bytes_per_link: list = field(default_factory=list)
+    data_frames_per_link: list = field(default_factory=list)  # the collective's packets
+    ack_frames_per_link: list = field(default_factory=list)   # receive-credit acks (to the previous rank)
+    bound_cycles: float = 0.0
+    cycles: int = None
+    efficiency: float = None
+    backend: str = "model"
+    width: int = 512
+    link_latency: int = 0            # cycles per link (NIC -> switch and switch -> NIC: two per hop)
+    nic_cycles: list = field(default_factory=list)          # each rank's completion `cycles`
+    nic_packets_sent: list = field(default_factory=list)    # each rank's completion `packets_sent`
+    sim_seconds: float = None        # wall time of the simulation (build excluded)
+    traffic_matches_model: bool = None   # the RTL links carried the model's frame and byte counts
+    op: str = "allreduce"            # the collective (allreduce.OPS)
+
+    @property
+    def link_bytes_per_cycle(self) -> float:
+        return self.link_gbps * 1e9 / 8 / (self.clock_mhz * 1e6)
+
+    raw_bytes_per_link: list = field(default_factory=list)    # the same elements as fp32/int32
+
+    @property
+    def compression_ratio(self) -> float:
+        return sum(self.raw_bytes_per_link) / max(sum(self.payload_bytes_per_link), 1)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["link_bytes_per_cycle"] = self.link_bytes_per_cycle
+        d["compression_ratio"] = self.compression_ratio
+        d["bound_us"] = self.bound_cycles / self.clock_mhz
+        d["time_us"] = None if self.cycles is None else self.cycles / self.clock_mhz
+        d["achieved_gbps"] = (None if not self.cycles else
+                              max(self.frame_bytes_per_link) * 8 * self.clock_mhz * 1e6 / self.cycles / 1e9)
+        return d
+
+
+class Cluster:
+    """``nodes`` NICs in a ring, each with its host; every argument is checked here."""
+
+    def __init__(self, nodes: int, backend: str = "model", width: int = 512, codec: str = "none",
+                 dtype: str = "fp32", packet: int = 256, link_gbps: float = 80.0, clock_mhz: float = 250.0,
+                 lag: int = 8, link_latency: int = 125, memory: dict = None, waves: bool = False,
+                 workdir=None, bench_nodes: int = None, capture: bool = False):
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_CLUSTER_NODES:
+            raise ValueError(f"nodes must be an int in 1 .. {MAX_CLUSTER_NODES}, got {nodes!r}")
+        if codec not in Codec.__members__:
+            raise ValueError(f"unknown codec {codec!r}; one of {', '.join(names(Codec))}")
+        if dtype not in ar.DTYPES:
+            raise ValueError(f"dtype must be one of {ar.DTYPES}, got {dtype!r}")
+        if dtype == "int32" and codec != "none":
+            raise ValueError("int32 data travels uncompressed: codec must be 'none'")
+        if not (isinstance(packet, int) and 16 <= packet <= MAX_P and packet % 16 == 0):
+            raise ValueError(f"packet must be a multiple of 16 in 16 .. {MAX_P}, got {packet!r}")
+        if isinstance(lag, bool) or not isinstance(lag, int) or not 1 <= lag <= 255:
+            raise ValueError(f"lag must be an int in 1 .. 255, got {lag!r}")
+        if not link_gbps > 0 or not clock_mhz > 0:
+            raise ValueError("link_gbps and clock_mhz must be positive")
+        if width not in WIDTHS:
+            raise ValueError(f"width must be one of {', '.join(map(str, sorted(WIDTHS)))} bits, got {width!r}")
+        if isinstance(link_latency, bool) or not isinstance(link_latency, int) or not 0 <= link_latency <= 60000:
+            raise ValueError(f"link_latency must be an int in 0 .. 60000 cycles, got {link_latency!r}")
+        if backend != "model" and nodes < 2:
+            raise ValueError("the RTL cluster needs at least 2 nodes (1 node is a copy: use backend='model')")
+        self.nodes, self.backend, self.width = nodes, backend, width
+        self.link_latency, self.memory, self.waves = link_latency, dict(memory or {}), waves
+        self.workdir = Path(workdir) if workdir else None
+        self.bench_nodes = bench_nodes or nodes        # a larger bench may run a smaller job (one build)
+        self.capture = capture          # RTL backends: record every frame the NICs send (self.captured)
+        self.captured = None            # [(cycle, sender rank, frame bytes)] of the last RTL run
+        if not nodes <= self.bench_nodes <= MAX_CLUSTER_NODES:
+            raise ValueError(f"bench_nodes must be in {nodes} .. {MAX_CLUSTER_NODES}, got {bench_nodes!r}")
+        self.codec, self.dtype, self.packet = codec, dtype, packet
+        self.link_gbps, self.clock_mhz = link_gbps, clock_mhz
+        self.lag = lag
+
+    def _inputs(self, arrays):
+        arrays = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
+        if len(arrays) != self.nodes:
+            raise ValueError(f"expected {self.nodes} arrays (one per node), got {len(arrays)}")
+        want = np.float32 if self.dtype == "fp32" else np.int32
+        for i, a in enumerate(arrays):
+            if a.dtype != want:
+                raise TypeError(f"array {i} is {a.dtype}, expected {np.dtype(want).name} for dtype {self.dtype!r}")
+        return arrays
+
+    def frames(self, arrays, op: str = "allreduce"):
+        """Every frame of the collective ``op`` (from a fresh reset) as (sender rank, frame bytes). Each
+        rank's frames come in the order its engine works (``allreduce.rank_schedule`` with the lag the NIC
+        runs), data frames numbered by ``psn`` per link, with an ack to the previous rank after every
+        ``credits.ACK_EVERY`` frames consumed (where the RTL sends it may differ by a frame or two: it
+        goes out as soon as the link is free). The ranks are interleaved round-robin."""
+        plan, sends = ar.ring_traffic(self._inputs(arrays), self.codec, self.dtype, self.packet, op)
+        by_item = {(s.src, s.step, (s.offset - plan.chunk(s.chunk).start) // self.packet): s for s in sends}
+        lag = cr.effective_lag(self.lag, self.nodes, self.packet)       # what the NIC runs
+        n = self.nodes
+        order = []
+        for r in range(n):
+            out, psn, used, beats = [], 0, 0, 0
+            prev = (r - 1) % n
+            for p, k, _, kind in ar.rank_schedule(r, plan, lag, op):
+                if ar.receives_in(kind):
+                    used += 1
+                    beats += cr.payload_beats(self.width, len(by_item[(prev, p - 1, k)].payload))
+                    if used % cr.ACK_EVERY == 0:
+                        out.append(self._ack(r, used, beats))
+                if ar.sends_in(kind):
+                    out.append(self._frame(by_item[(r, p, k)], psn))
+                    psn += 1
+            order.append(out)
+        for i in range(max(len(o) for o in order)):
+            for r in range(n):
+                if i < len(order[r]):
+                    yield r, order[r][i]
+
+    def _ack(self, r, frames_used, beats_used):
+        prev = (r - 1) % self.nodes
+        return proto.build_frame(
+            b"", dst_mac=rank_mac(prev), src_mac=rank_mac(r), src_ip=rank_ip(r), dst_ip=rank_ip(prev), opcode=FrameOpcode.ack,
+            codec=Codec.none, dtype=Dtype.fp32, flags=0, src_rank=r, dst_rank=prev, chunk=0, count=0,
+            offset=(beats_used + cr.advertised_beats(self.width)) % 2**32, psn=(frames_used + cr.RX_FRAMES) % 2**32)
+
+    def _frame(self, s, psn):
+        dst = (s.src + 1) % self.nodes
+        return proto.build_frame(
+            s.payload, dst_mac=rank_mac(dst), src_mac=rank_mac(s.src), src_ip=rank_ip(s.src),
+            dst_ip=rank_ip(dst), opcode=FrameOpcode.result if s.allgather else FrameOpcode.data,
+            codec=Codec[self.codec], dtype=Dtype[self.dtype],
+            flags=FrameFlag.last_of_chunk if s.last_of_chunk else 0,
+            src_rank=s.src, dst_rank=dst, chunk=s.chunk, count=s.count, offset=s.offset, psn=psn)
+
+    def allreduce(self, arrays):
+        """Every rank's sum of all ``arrays`` (one per node): (N×L results, :class:`ClusterStats`)."""
+        return self.collective("allreduce", arrays)
+
+    def reduce_scatter(self, arrays):
+        """Rank r ends with the sum of chunk (r+1) mod N only (docs/allreduce.md); the rest of its
+        result is zeros here (the NIC leaves that part of its destination unwritten)."""
+        return self.collective("reduce_scatter", arrays)
+
+    def allgather(self, arrays):
+        """Rank r contributes chunk (r+1) mod N of its array; every rank ends with every contribution."""
+        return self.collective("allgather", arrays)
+
+    def collective(self, op: str, arrays):
+        """Run ring collective ``op`` (one of ``allreduce.OPS``) on ``arrays``: (results, stats)."""
+        if op not in ar.OPS:
+            raise ValueError(f"op must be one of {ar.OPS}, got {op!r}")
+        x = self._inputs(arrays)
+        if self.backend != "model":
+            return self._collective_rtl(op, x)
+        return MODEL_OPS[op](x, self.codec, self.dtype, self.packet), self._traffic_stats(x, op)
+
+    def _traffic_stats(self, x, op="allreduce"):
+        """Stats with everything the model knows: traffic from the exact packets, the ring bound."""
+        n = self.nodes
+        plan, sends = ar.ring_sends(n, len(x[0]), self.packet, op)      # sizes only: no data needed
+        frames, payload, raw = [0] * n, [0] * n, [0] * n
+        for _, src, _, count in sends:
+            frames[src] += 1
+            payload[src] += nm.codec_bytes(self.codec, count)
+            raw[src] += 4 * count
+        # each rank acks every ACK_EVERY frames it consumed from its predecessor (from a fresh reset)
+        acks = [cr.acks_sent(frames[(r - 1) % n]) if n > 1 else 0 for r in range(n)]
+        stats = ClusterStats(n, plan.elements, self.codec, self.dtype, self.packet, self.clock_mhz, self.link_gbps,
+                             [f + a for f, a in zip(frames, acks)],
+                             [p + HEADER * (f + a) for p, f, a in zip(payload, frames, acks)], payload,
+                             data_frames_per_link=frames, ack_frames_per_link=acks,
+                             backend=self.backend, raw_bytes_per_link=raw, width=self.width, op=op,
+                             link_latency=self.link_latency if self.backend != "model" else 0)
+        stats.bound_cycles = ar.ring_bound_cycles(n, plan.elements, stats.link_bytes_per_cycle, self.codec,
+                                                  self.packet, HEADER + WIRE_EXTRA, op)
+        return stats
+
+    def _collective_rtl(self, op, x):
+        from hdl.flow.export import build_dir  # the RTL backends' dependencies (module docstring)
+        from host_driver.sim import runner
+        n, L = self.nodes, len(x[0])
+        work = self.workdir or build_dir() / "jobs" / f"{self.backend}-n{n}-w{self.width}-{os.getpid()}"
+        work.mkdir(parents=True, exist_ok=True)
+        inputs = np.stack([a.view(np.uint32) for a in x])
+        np.save(work / "inputs.npy", inputs.view(np.float32 if self.dtype == "fp32" else np.int32))
+        job = {"nodes": n, "width": self.width, "op": op, "codec": self.codec, "dtype": self.dtype,
+               "packet": self.packet,
+               "lag": self.lag, "elements": L, "link_latency": self.link_latency,
+               "link_rate": link_rate_fixed(self.link_gbps, self.clock_mhz), "memory": self.memory,
+               "inputs": str(work / "inputs.npy"), "outputs": str(work / "out"), "capture": self.capture}
+        (work / "job.json").write_text(json.dumps(job))
+        top = f"cluster_n{self.bench_nodes}"
+        runner.build_top(self.backend, top, self.width, self.waves)     # so that the timing below is the run
+        t = time.time()
+        runner.run(self.backend, top, self.width, "host_driver.sim.cluster_job",
+                       env={"AINIC_JOB": str(work / "job.json")}, tag="job", waves=self.waves)
+        elapsed = time.time() - t
+        results = np.load(work / "out.results.npy")
+        raw = json.loads((work / "out.stats.json").read_text())
+        if self.capture:
+            self.captured = [(c, r, bytes.fromhex(f)) for c, r, f in json.loads((work / "out.frames.json").read_text())]
+        stats = self._traffic_stats(x, op)
+        stats.nic_cycles = [c[-1] for c in raw["cycles"]]
+        stats.nic_packets_sent = [c[-1]["packets_sent"] for c in raw["completions"]]
+        stats.cycles = max(stats.nic_cycles)
+        stats.efficiency = stats.bound_cycles / stats.cycles
+        stats.sim_seconds = elapsed
+        # what the links carried, measured in the fabric (it must equal what the model derives)
+        stats.traffic_matches_model = (raw["frames_per_link"] == stats.frames_per_link
+                                       and raw["bytes_per_link"] == stats.frame_bytes_per_link
+                                       and stats.nic_packets_sent == stats.data_frames_per_link)
+        stats.frames_per_link = raw["frames_per_link"]
+        stats.frame_bytes_per_link = raw["bytes_per_link"]
+        stats.payload_bytes_per_link = [b - HEADER * f for b, f in zip(raw["bytes_per_link"], raw["frames_per_link"])]
+        return results, stats

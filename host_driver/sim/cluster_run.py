@@ -1,0 +1,136 @@
+"""The cluster harness in a cocotb simulation: N NICs run one job (import only inside a cocotb test).
+
+A *job* is a dict (JSON on disk between the CLI process and the simulator process):
+``nodes, width, op, codec, dtype, packet, lag, elements, repeats, link_latency, link_rate, memory, stagger``
+(the last rank starts ``stagger`` cycles late; the memory
+model's configuration, as ``HostMemory.configure`` takes it), ``inputs`` (an ``.npy`` of N×L 32-bit words)
+and ``outputs`` (where results and stats go). :func:`run_job` configures every NIC through its registers
+(identity, peer table, rings), loads each rank's tensor through the memory backdoor, posts one descriptor
+of ``op`` (allreduce, reduce_scatter, allgather) per NIC (``repeats`` of them back to back) and waits for every completion; the bulk data never
+leaves the HDL.
+"""
+
+import json
+from pathlib import Path
+
+import cocotb
+import numpy as np
+from cocotb.triggers import Timer
+
+from host_driver.driver.nic import Nic
+from host_driver.models import allreduce as ar
+from host_driver.models import protocol as proto
+from host_driver.sim.cluster import rank_ip, rank_mac
+from host_driver.sim.rtl_backend import CLOCK_NS, RtlBackend, reset_pulse
+
+ADDR_BITS = 24
+
+
+def read_capture(path: Path, offset: int, width: int) -> list:
+    """The frames ``ainic_frame_capture`` wrote to ``path`` from byte ``offset`` on: [(cycle of the last
+    beat, frame bytes)]."""
+    B = width // 8
+    frames, cur = [], bytearray()
+    with open(path) as fh:
+        fh.seek(offset)
+        for line in fh:
+            cycle, last, keep, data = line.split()
+            n = bin(int(keep, 16)).count("1")            # tkeep is contiguous from byte 0
+            cur += int(data, 16).to_bytes(B, "little")[:n]
+            if last == "1":
+                frames.append((int(cycle), bytes(cur)))
+                cur = bytearray()
+    return frames
+
+
+def bench_nodes(dut) -> int:
+    """How many NICs the bench has (a job may use the first ``nodes`` of them)."""
+    n = 0
+    while hasattr(dut, f"n{n}_irq"):
+        n += 1
+    return n
+
+
+async def run_job(dut, job: dict) -> dict:
+    n, W = job["nodes"], job["width"]
+    x = np.load(job["inputs"])
+    L = x.shape[1]
+    nics = [Nic(RtlBackend(dut, W, ADDR_BITS, prefix=f"n{r}_", files=f"hostmem{r}"), sq_entries=8, cq_entries=8)
+            for r in range(bench_nodes(dut))]
+    if n > len(nics):
+        raise ValueError(f"a {n}-node job on a {len(nics)}-node bench")
+    for r, nic in enumerate(nics):         # the NICs beyond the job's stay disabled
+        await nic.backend.reset(pulse=False, **job.get("memory", {}))
+        getattr(dut, f"n{r}_mac").value = proto.mac_int(rank_mac(r))
+    nics = nics[:n]
+    dut.link_latency.value = job["link_latency"]
+    dut.link_rate.value = job["link_rate"]
+    await reset_pulse(dut)
+    peers = [(proto.mac_int(rank_mac(r)), proto.ip_int(rank_ip(r))) for r in range(n)]
+    bufs = []
+    for r, nic in enumerate(nics):
+        await nic.start(rank=r, world_size=n, packet_elems=job["packet"], lag=job["lag"], job_id=job.get("job_id", 0),
+                        local_mac=peers[r][0], local_ip=peers[r][1], peers=peers)
+        src, dst = nic.alloc(4 * L, align=W // 8), nic.alloc(4 * L, align=W // 8)
+        await nic.write(src, x[r])
+        if job.get("op") == "reduce_scatter":      # it leaves all but one chunk of dst unwritten
+            await nic.write(dst, np.zeros(L, np.uint32))
+        bufs.append((src, dst))
+    start_frames = [int(getattr(dut, f"n{r}_up_frames").value) for r in range(n)]
+    start_bytes = [int(getattr(dut, f"n{r}_up_bytes").value) for r in range(n)]
+    start_stalls = [int(getattr(dut, f"n{r}_rx_stalls").value) for r in range(n)]
+    captures = [Path(f"capture{r}.txt") for r in range(n)]
+    if job.get("capture"):
+        capture_from = [p.stat().st_size if p.exists() else 0 for p in captures]
+        dut.capture.value = 1
+
+    op = job.get("op", "allreduce")
+    plan = ar.Plan(n, L, job["packet"])
+    bound = ar.ring_bound_cycles(n, L, job["link_rate"] / 256, job["codec"], job["packet"], op=op)
+    timeout = int(50 * bound + 200 * L // job["packet"] + 100_000)
+    completions = [[] for _ in range(n)]
+    t0 = nics[0].backend.cycle()
+
+    stagger = job.get("stagger", 0)
+    early = {}
+
+    async def node(r):
+        nic, (src, dst) = nics[r], bufs[r]
+        if stagger and r == n - 1:      # the last rank starts `stagger` cycles late
+            await Timer(stagger * CLOCK_NS, unit="ns")
+            early["frames"] = [int(getattr(dut, f"n{q}_up_frames").value) - start_frames[q] for q in range(n)]
+        for i in range(job.get("repeats", 1)):
+            c = await nic.wait(await nic.submit(op, src=src, dst=dst, count=L, dtype=job["dtype"],
+                                                codec=job["codec"], collective=i), timeout_cycles=timeout)
+            completions[r].append(c)
+
+    tasks = [cocotb.start_soon(node(r)) for r in range(n)]
+    for t in tasks:
+        await t
+    wall = nics[0].backend.cycle() - t0
+    # let the last acks (sent as the last frames were consumed) reach the links' counters
+    await Timer(2000 * CLOCK_NS, unit="ns")
+    want = np.int32 if job["dtype"] == "int32" else np.float32
+    results = np.stack([await nics[r].read(bufs[r][1], L, want) for r in range(n)])
+    np.save(job["outputs"] + ".results.npy", results)
+    stats = {
+        "completions": [[c.__dict__ | {"status_name": c.status_name} for c in cs] for cs in completions],
+        "cycles": [[c.cycles for c in cs] for cs in completions],
+        "wall_cycles": wall,
+        "frames_per_link": [int(getattr(dut, f"n{r}_up_frames").value) - start_frames[r] for r in range(n)],
+        "bytes_per_link": [int(getattr(dut, f"n{r}_up_bytes").value) - start_bytes[r] for r in range(n)],
+        "switch_unknown": int(dut.sw_unknown.value),
+        "frames_before_last_start": early.get("frames"),
+        "rx_stall_cycles": [int(getattr(dut, f"n{r}_rx_stalls").value) - start_stalls[r] for r in range(n)],
+        "memory_violations": [nics[r].backend.memory.stats()["stat_violations"] for r in range(n)],
+        "chunk_elems": plan.chunk_elems,
+        "warnings": [sorted(nic.warnings) for nic in nics],
+    }
+    if job.get("capture"):
+        dut.capture.value = 0
+        frames = [(c, r, f.hex()) for r in range(n) for c, f in read_capture(captures[r], capture_from[r], W)]
+        with open(job["outputs"] + ".frames.json", "w") as fh:
+            json.dump(sorted(frames), fh)
+    with open(job["outputs"] + ".stats.json", "w") as fh:
+        json.dump(stats, fh)
+    return stats

@@ -1,0 +1,121 @@
+"""Build-and-run plumbing shared by every RTL test and the CLI: export, compile once per configuration, run cocotb.
+
+A build directory is kept per (simulator, module), i.e. per configuration; Icarus and Verilator only
+rebuild when the exported Verilog changed. Builds are serialised per configuration with a file lock so
+pytest-xdist workers never compile the same thing twice at once. The cocotb test module is named by its
+dotted path (``cocotb_tests.test_rx_parser``, ``host_driver.sim.replay``); cocotb's runner hands the
+simulator this process's ``sys.path``, so whatever this process can import, the simulator can.
+"""
+
+import os
+import shutil
+
+from cocotb_tools.check_results import get_results
+from cocotb_tools.runner import get_runner
+
+from hdl.flow import tops
+from hdl.flow.export import build_dir, file_lock
+from hdl.flow.toolchain import SIMULATORS, apply_sim_env
+
+TIMESCALE = ("1ns", "1ps")
+
+
+def selected_sims():
+    """Simulators to run: ``AINIC_SIM`` (icarus, verilator or all; default all)."""
+    want = os.environ.get("AINIC_SIM", "all")
+    if want == "all":
+        return list(SIMULATORS)
+    if want not in SIMULATORS:
+        raise ValueError(f"AINIC_SIM must be one of {SIMULATORS} or 'all', got {want!r}")
+    return [want]
+
+
+_BUILT = {}
+
+
+def build_top(sim: str, top: str, width: int, waves: bool = False):
+    """Export, then compile (or find up to date) one configuration; once per process and configuration."""
+    key = (sim, top, width, waves)
+    if key not in _BUILT:
+        _BUILT[key] = _build(sim, top, width, waves)
+    return _BUILT[key]
+
+
+def _build(sim: str, top: str, width: int, waves: bool):
+    apply_sim_env()
+    spec = tops.get(top)
+    sources = [*spec.sources(width), tops.export(top, width)]
+    name = tops.module_name(top, width)
+    build = build_dir() / "sim" / sim / (name + ("-waves" if waves else ""))
+    runner = get_runner(sim)
+    build_args = []
+    if sim == "icarus":
+        # Yosys marks every `always @*` with a `reg ... = 0` whose change at time 0 makes the block run once;
+        # under -g2012 Icarus initialises such regs before time 0 without an event, so blocks whose inputs
+        # never change (constant configuration) would hold X forever. Verilog-2005 semantics keep the event.
+        build_args = ["-g2005"]
+    if sim == "verilator":
+        # The exported Verilog is lint-clean under -Wall (see tests/test_verilog.py); the cocotb build
+        # itself only needs the warnings that matter for simulation.
+        build_args = ["-Wno-fatal", "-O3", "--x-assign", "fast", "--x-initial", "fast"]
+        # cocotb's runner passes --public-flat-rw, which keeps every internal signal of the design as a
+        # VPI-visible variable and stops Verilator from inlining or folding any of them. The testbenches
+        # only touch the top level's ports (host memory goes through the backdoor files), so only those are
+        # made public; this makes the wide NIC datapaths several times faster to simulate. A top whose
+        # testbench probes its internals (the host bench's AXI monitor) says so with ``sim_probes_internals``.
+        if not spec.probes_internals:
+            vlt = build_dir() / "verilog" / f"{name}_sim.vlt"
+            vlt.parent.mkdir(parents=True, exist_ok=True)
+            vlt.write_text(f'`verilator_config\npublic_flat_rw -module "{name}" -var "*"\n')
+            build_args += ["--no-public-flat-rw", str(vlt)]
+    with file_lock(f"build-{sim}-{name}"):
+        # the simulators rebuild when sources change, not when flags do: start over if the flags changed
+        stamp = build / "build_args.txt"
+        if stamp.exists() and stamp.read_text() != repr(build_args):
+            shutil.rmtree(build)
+        build.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(repr(build_args))
+        runner.build(sources=sources, hdl_toplevel=name, build_dir=build, timescale=TIMESCALE,
+                     build_args=build_args, log_file=build / "build.log", waves=waves)
+    return runner, build, name
+
+
+def run(sim: str, top: str, width: int, module: str, testcase=None, env=None, seed=None, tag="test",
+        waves: bool = False):
+    """Run the cocotb tests of ``module`` (a dotted module name) against one top; fail (assert) if any
+    cocotb test failed. With ``waves``, the simulator records a trace (FST for Verilator, in the run
+    directory)."""
+    runner, build, name = build_top(sim, top, width, waves)
+    test_dir = build / f"run-{module.rpartition('.')[2]}-{tag}-{os.getpid()}"
+    extra_env = {
+        "AINIC_WIDTH": str(width),
+        "AINIC_SIM_NAME": sim,
+        "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO"),
+        # cocotb installs pytest's assertion rewriter for every imported file matching this pattern, "*.py"
+        # by default: numpy, scapy and the driver were re-parsed and recompiled on every run (about 1.6 s
+        # of a 4-node demo). None by default; the test suite names its own modules (cocotb_tests/conftest.py).
+        "COCOTB_REWRITE_ASSERTION_FILES": os.environ.get("COCOTB_REWRITE_ASSERTION_FILES", ""),
+        **(env or {}),
+    }
+    xml = test_dir / "results.xml"
+    try:
+        runner.test(test_module=module, hdl_toplevel=name, build_dir=build, test_dir=test_dir,
+                    testcase=testcase, extra_env=extra_env, seed=seed, timescale=TIMESCALE, waves=waves,
+                    results_xml=str(xml), log_file=test_dir / "sim.log")
+    except SystemExit:
+        pass                        # the runner exits on a failed test; the results file says which
+    log = (test_dir / "sim.log").read_text(errors="replace") if (test_dir / "sim.log").exists() else ""
+    assert xml.exists(), f"simulation of {module} on {sim} ended abnormally:\n{_failures(log)}"
+    num_tests, num_failed = get_results(xml)
+    assert num_tests > 0, f"no cocotb test ran in {module} on {sim}:\n{log[-4000:]}"
+    assert num_failed == 0, f"{num_failed}/{num_tests} cocotb tests failed in {module} on {sim} " \
+                            f"(log: {test_dir / 'sim.log'}):\n{_failures(log)}"
+    return test_dir
+
+
+def _failures(log: str) -> str:
+    """The part of a cocotb log worth reading: from the first failure or error on, plus the seed."""
+    lines = [ln for ln in log.splitlines() if "DeprecationWarning" not in ln and "setimmediatevalue" not in ln]
+    seed = next((ln.strip() for ln in lines if "Seeding Python random module" in ln or "RANDOM_SEED" in ln), "")
+    start = next((i for i, ln in enumerate(lines) if " failed" in ln or "Error" in ln or "FAIL" in ln), 0)
+    return "\n".join([seed, *lines[max(start - 5, 0):start + 60]])

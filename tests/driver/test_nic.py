@@ -1,0 +1,104 @@
+"""The driver on the software model backend: the same scenario bodies the RTL tests run, plus the
+driver's argument checks."""
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from cocotb_tests import nic_scenarios
+from contract import descriptors as ds
+from host_driver.driver.nic import Nic
+from host_driver.models.nic_model import ModelBackend
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+@pytest.mark.parametrize("width", [64, 512])
+def test_scenarios(width, rng):
+    nic = Nic(ModelBackend(width), sq_entries=8, cq_entries=8)
+    out = run(nic_scenarios.all_scenarios(nic, rng))
+    assert len(out["copies"]) == 12 and len(out["bad"]) == len(nic_scenarios.bad_descriptor_cases(0)[0])
+
+
+def started(width=512, **kw):
+    nic = Nic(ModelBackend(width), **kw)
+    run(nic.start())
+    return nic
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    ({"opcode": "scatter"}, ValueError, "unknown opcode 'scatter'"),
+    ({"dtype": "fp64"}, ValueError, "unknown dtype 'fp64'"),
+    ({"codec": "int8"}, ValueError, "unknown codec 'int8'"),
+    ({"algorithm": "tree"}, ValueError, "unknown algorithm 'tree'"),
+    ({"count": 0}, ValueError, r"count must be in 1 \.\. 67108864, got 0"),
+    ({"count": 2.0}, TypeError, "count must be an int, got float"),
+    ({"count": True}, TypeError, "count must be an int, got bool"),
+    ({"src": 0x1002}, ValueError, "src 0x1002 is not a multiple of 4"),
+    ({"dst": -4}, ValueError, "dst must be in 0 .. "),
+    ({"dst": (1 << 24) - 8}, ValueError, "run past the end of host memory"),
+    ({"dtype": "int32", "codec": "bf16"}, ValueError, "applies to fp32 only"),
+    ({"collective": 1 << 16}, ValueError, "collective must be in 0 .. 65535"),
+    ({"tag": -1}, ValueError, "tag must be in 0 .. "),
+])
+def test_submit_rejects_bad_arguments(kwargs, exc, match):
+    nic = started()
+    args = {"opcode": "copy", "src": 0x1000, "dst": 0x2000, "count": 16, **kwargs}
+    opcode = args.pop("opcode")
+    with pytest.raises(exc, match=match):
+        run(nic.submit(opcode, **args))
+    assert nic.outstanding == {} and run(nic.read_reg("SQ_TAIL")) == 0     # nothing reached the NIC
+
+
+def test_constructor_and_start_checks():
+    with pytest.raises(ValueError, match="sq_entries must be a power of two, got 12"):
+        Nic(ModelBackend(), sq_entries=12)
+    with pytest.raises(ValueError, match=r"cq_entries must be in 2 \.\. 32768, got 1"):
+        Nic(ModelBackend(), cq_entries=1)
+    nic = Nic(ModelBackend())
+    with pytest.raises(ValueError, match="packet_elems must be a multiple of 16, got 100"):
+        run(nic.start(packet_elems=100))
+    with pytest.raises(ValueError, match=r"rank must be in 0 \.\. 3, got 4"):
+        run(nic.start(rank=4, world_size=4))
+    with pytest.raises(KeyError, match="no register 'NOPE'"):
+        run(nic.read_reg("NOPE"))
+    with pytest.raises(IndexError, match="PEER_IP has 64 entries, index 64 is out of range"):
+        run(nic.write_reg("PEER_IP", 1, index=64))
+    with pytest.raises(ValueError, match="never submitted"):
+        run(nic.wait(3))
+    with pytest.raises(MemoryError, match="host memory exhausted"):
+        nic.alloc(1 << 24)
+
+
+def test_ring_wraps_and_fills():
+    """Two-entry rings, 40 descriptors in flight at most two at a time: indices, phases and tags line up."""
+    nic = started(sq_entries=2, cq_entries=2)
+    src, dst = nic.alloc(64), nic.alloc(64)
+    run(nic.write(src, np.arange(16, dtype=np.uint32)))
+
+    async def go():
+        indices = [await nic.submit("copy", src=src, dst=dst, count=16, tag=i) for i in range(40)]
+        return [await nic.wait(i) for i in indices]
+    done = run(go())
+    assert [c.tag for c in done] == list(range(40)) and all(c.ok for c in done)
+    assert [c.phase for c in done] == [1 - (i // 2) % 2 for i in range(40)]
+    assert run(nic.read_reg("SQ_HEAD")) == 40 == run(nic.read_reg("DESC_COMPLETED"))
+
+
+def test_doorbell_beyond_ring_is_ignored_and_flagged():
+    nic = started(sq_entries=4)
+    run(nic.write_reg("SQ_DOORBELL", 5))
+    assert run(nic.read_reg("SQ_TAIL")) == 0
+    assert run(nic.read_reg("ERROR_STATUS")) == 1 << 3
+
+
+def test_completion_round_trips():
+    c = ds.Completion(status=3, opcode=1, phase=1, sq_index=9, collective=2, cycles=123, tag=1 << 60,
+                      bytes_sent=1, bytes_received=2, packets_sent=3, packets_received=4, retransmissions=5,
+                      host_bytes=6)
+    assert ds.Completion.from_bytes(c.to_bytes()) == c
+    with pytest.raises(ValueError, match="status=256 does not fit in 8 bits"):
+        ds.pack(ds.COMPLETION_BITS, {"status": 256})

@@ -1,0 +1,109 @@
+"""The installed package works outside the checkout: a wheel (not editable) in a fresh venv, run from
+another directory, with build outputs in the documented cache folder and nothing written to site-packages.
+The fresh venv gets the dependencies from this one's site-packages (a .pth line), so that the test needs no
+network and checks only what the wheel itself ships."""
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from host_driver.models import protocol as pr
+from host_driver.models.pcap import write_pcap
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("wheel")
+    src = tmp / "src"                           # build from a copy: setuptools writes build/ and egg-info
+    for name in ("contract", "hdl", "host_driver"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    res = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                          "-w", str(tmp / "dist"), str(src)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    wheel = next((tmp / "dist").glob("ainic-*.whl"))
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    site = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    res = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                          str(wheel)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    # the dependencies (Amaranth, cocotb, scapy, ...) from this venv; its editable ainic is not carried over
+    (site / "_ainic_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    work = tmp / "elsewhere"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AINIC_BUILD_DIR", "VIRTUAL_ENV")}
+    env.update(XDG_CACHE_HOME=str(tmp / "cache"), PATH=f"{venv / 'bin'}{os.pathsep}{env['PATH']}")
+    return {"wheel": wheel, "python": venv / "bin" / "python", "site": site, "work": work, "env": env,
+            "cache": tmp / "cache" / "ainic"}
+
+
+def ainic(inst, *args, timeout=900):
+    """``ainic ARGS``: the installed console script, run from a folder outside the checkout."""
+    exe = shutil.which("ainic", path=inst["env"]["PATH"])
+    assert exe == str(inst["python"].parent / "ainic"), exe
+    return subprocess.run([exe, *args], cwd=inst["work"], env=inst["env"], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_wheel_ships_the_data_files(installed):
+    names = zipfile.ZipFile(installed["wheel"]).namelist()
+    for f in ("hdl/sim/ainic_host_memory.v", "hdl/sim/ainic_frame_capture.v", "hdl/flow/lint_waivers.vlt",
+              "host_driver/models/ainic.lua", "host_driver/sim/cluster_job.py", "host_driver/sim/replay.py",
+              "contract/enums.py"):
+        assert f in names, f
+    assert not any(n.startswith(("tests/", "cocotb_tests/")) for n in names)
+
+
+def test_the_installed_package_is_the_one_imported(installed):
+    res = subprocess.run([str(installed["python"]), "-c", "import hdl, host_driver, contract; "
+                          "print(hdl.__file__, host_driver.__file__, contract.__file__)"],
+                         cwd=installed["work"], env=installed["env"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert all(Path(p).is_relative_to(installed["site"]) for p in res.stdout.split()), res.stdout
+
+
+def test_model_commands_do_not_import_the_rtl(installed):
+    code = ("import sys; from host_driver.cli import main; "
+            "rc = main(['demo', '--sim', 'model', '--nodes', '3', '--elements', '1000']) "
+            "or main(['codec', '--elements', '4096']); "
+            "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'amaranth', 'cocotb', 'cocotb_tools', 'hdl'}); "
+            "print('HEAVY', heavy); sys.exit(rc or bool(heavy))")
+    res = subprocess.run([str(installed["python"]), "-c", code], cwd=installed["work"], env=installed["env"],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "bit-exact with golden model      yes" in res.stdout and "HEAVY []" in res.stdout
+
+
+def test_verilog_export_goes_to_the_cache(installed):
+    res = ainic(installed, "verilog", "--top", "tx_builder", "--width", "64")
+    assert res.returncode == 0, res.stderr[-3000:]
+    path = Path(res.stdout.strip())
+    assert path == installed["cache"] / "verilog" / "ainic_tx_builder_w64.v" and path.stat().st_size > 1000
+    assert not list(installed["site"].rglob("*.v.digest")) and not (installed["site"] / "build").exists()
+
+
+def test_replay(installed):
+    pcap = installed["work"] / "frames.pcap"
+    write_pcap(pcap, [pr.build_frame(bytes(64)), pr.build_frame(bytes(64), dport=4791)])
+    res = ainic(installed, "replay", "--pcap", str(pcap), "--sim", "icarus", "--width", "64")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    assert "accepted" in res.stdout and "dropped (udp_port)" in res.stdout
+
+
+def test_demo_on_verilator(installed):
+    res = ainic(installed, "demo", "--sim", "verilator", "--nodes", "2", "--elements", "5000", "--width", "64",
+                timeout=1500)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "bit-exact with golden model      yes" in res.stdout
+    assert (installed["cache"] / "sim" / "verilator").is_dir()
