@@ -133,16 +133,30 @@ async def dma_errors(nic, r):
         fields = {"opcode": 1, "count": n, "src": src, "dst": dst, "tag": 1, **kw}
         return await nic.wait(await nic.submit_raw(**fields))
 
+    err_dma = rm.field_masks("ERROR_STATUS")["dma"]
+    sentinel = np.full(n, 0xDEADBEEF, np.uint32)
     for resp, suffix in ((2, "slverr"), (3, "decerr")):
         mem.configure(err_lo=src + 4 * B, err_hi=src + 5 * B, err_resp=resp)
+        await nic.write(dst, sentinel)
+        assert not await nic.read_reg("ERROR_STATUS") & err_dma
         c = await copy()
         assert c.status == S[f"read_{suffix}"], c.status_name
+        # the failed read's beat never reaches the destination (what comes after it may not either)
+        got = await nic.read(dst, n, np.uint32)
+        assert np.array_equal(got[4 * B // 4:5 * B // 4], sentinel[4 * B // 4:5 * B // 4]), \
+            "data from a failed read was written"
+        assert await nic.read_reg("ERROR_STATUS") & err_dma, "ERROR_STATUS.dma not set by a read error"
+        await nic.write_reg("ERROR_STATUS", err_dma)
         mem.configure(err_lo=dst + B, err_hi=dst + 2 * B, err_resp=resp)
         c2 = await copy()
         assert c2.status == S[f"write_{suffix}"], c2.status_name
+        assert await nic.read_reg("ERROR_STATUS") & err_dma, "ERROR_STATUS.dma not set by a write error"
+        await nic.write_reg("ERROR_STATUS", err_dma)
         mem.configure(err_lo=nic.sq_base, err_hi=nic.cq_base, err_resp=resp)
         c3 = await copy()
         assert c3.status == S["fetch_error"] and c3.opcode == 0 and c3.tag == 0, c3
+        assert await nic.read_reg("ERROR_STATUS") & err_dma, "ERROR_STATUS.dma not set by a fetch error"
+        await nic.write_reg("ERROR_STATUS", err_dma)
         mem.configure()
         ok = await copy()
         assert ok.ok and np.array_equal(await nic.read(dst, n, np.uint32), x)
@@ -153,6 +167,8 @@ async def dma_errors(nic, r):
     c2 = await copy(dst=nic.backend.mem_size + 64)
     assert c2.status == S["write_decerr"], c2.status_name
     transcript.append([c.functional(), c2.functional()])
+    assert await nic.read_reg("ERROR_STATUS") == err_dma
+    await nic.write_reg("ERROR_STATUS", err_dma)
     # a completion record that cannot be written: the NIC flags it and goes on
     mem.configure(err_lo=nic.cq_base, err_hi=nic.cq_base + nic.cq_entries * 64, err_resp=2)
     index = await nic.submit_raw(opcode=1, count=n, src=src, dst=dst)
@@ -160,7 +176,8 @@ async def dma_errors(nic, r):
         await nic.wait(index)
         raise AssertionError("a lost completion did not raise")
     except NicError as e:
-        assert e.bits == 1 << 5 and e.lost == index, e
+        # the record's write answered SLVERR: completion_write, and dma (an AXI error response)
+        assert e.bits == rm.field_masks("ERROR_STATUS")["completion_write"] | err_dma and e.lost == index, e
     mem.configure()
     await nic.start(packet_elems=nic.packet_elems)
     ok = await copy()

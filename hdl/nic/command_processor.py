@@ -157,7 +157,7 @@ class CommandProcessor(wiring.Component):
 
         # doorbell: accept a producer index at most one ring ahead of the consumer
         err = {name: Signal(name=f"err_{name}")
-               for name in ("doorbell", "ring_config", "completion_write", "int32_overflow", "framing")}
+               for name in ("dma", "doorbell", "ring_config", "completion_write", "int32_overflow", "framing")}
         irq_done = Signal()
         ahead = Signal(16)
         m.d.comb += ahead.eq(self.doorbell_value - sq_head)
@@ -213,7 +213,9 @@ class CommandProcessor(wiring.Component):
         with m.If(rd.tvalid & rd.tready & (rd.tuser > read_resp)):
             m.d.sync += read_resp.eq(rd.tuser)
         poison = Signal()
-        m.d.comb += self.wr_poison.eq(poison & (read_resp >= RESP_SLVERR))
+        # a beat read with an error is never written: poison it in the cycle it passes (the straight copy
+        # hands read beats to the writer in the same cycle), and every beat after it
+        m.d.comb += self.wr_poison.eq(poison & ((read_resp >= RESP_SLVERR) | (rd.tvalid & (rd.tuser >= RESP_SLVERR))))
 
         with m.FSM():
             with m.State("IDLE"):
@@ -242,6 +244,7 @@ class CommandProcessor(wiring.Component):
                 m.d.sync += [read_resp.eq(0), sent_rd.eq(0), sent_wr.eq(0), net0.eq(self.net), net_delta.eq(0),
                              use_loop.eq((desc.codec != Codec.none) & (desc.opcode == Opcode.copy))]
                 with m.If(fetch_resp >= RESP_SLVERR):
+                    m.d.comb += err["dma"].eq(1)
                     m.d.sync += [status.eq(Status.fetch_error), desc.eq(0)]
                     m.next = "COMPLETE"
                 with m.Elif(verdict != 0):
@@ -269,7 +272,8 @@ class CommandProcessor(wiring.Component):
                 m.d.comb += self.engine_active.eq(1)
                 es = self.engine_status
                 with m.If(~self.engine_busy):
-                    m.d.comb += [err["int32_overflow"].eq(es.overflow), err["framing"].eq(es.framing)]
+                    m.d.comb += [err["int32_overflow"].eq(es.overflow), err["framing"].eq(es.framing),
+                                 err["dma"].eq((es.read_resp >= RESP_SLVERR) | (es.write_resp >= RESP_SLVERR))]
                     m.d.sync += [
                         timing.eq(0),
                         net_delta.tx_frames.eq(self.net.tx_frames - net0.tx_frames),
@@ -315,6 +319,7 @@ class CommandProcessor(wiring.Component):
                 m.d.comb += self.wr_status.ready.eq(1)
                 with m.If(self.wr_status.valid):
                     m.d.sync += timing.eq(0)
+                    m.d.comb += err["dma"].eq((read_resp >= RESP_SLVERR) | (self.wr_status.payload >= RESP_SLVERR))
                     with m.If(read_resp >= RESP_SLVERR):
                         m.d.sync += status.eq(Mux(read_resp == RESP_SLVERR, Status.read_slverr, Status.read_decerr))
                     with m.Elif(self.wr_status.payload >= RESP_SLVERR):
@@ -347,7 +352,7 @@ class CommandProcessor(wiring.Component):
                 m.d.comb += self.wr_status.ready.eq(1)
                 with m.If(self.wr_status.valid):
                     with m.If(self.wr_status.payload >= RESP_SLVERR):
-                        m.d.comb += err["completion_write"].eq(1)
+                        m.d.comb += [err["completion_write"].eq(1), err["dma"].eq(1)]
                     with m.Else():
                         m.d.comb += irq_done.eq(1)
                     m.d.sync += [sq_head.eq(sq_head + 1), cq_tail.eq(cq_tail + 1), completed.eq(completed + 1),

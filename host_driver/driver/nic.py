@@ -25,6 +25,8 @@ from contract.protocol import MAX_P, MIN_P
 IRQ_COMPLETION = rm.field_masks("IRQ_STATUS")["completion"]
 IRQ_ERROR = rm.field_masks("IRQ_STATUS")["error"]
 ERR_COMPLETION_WRITE = rm.field_masks("ERROR_STATUS")["completion_write"]
+#: an AXI error response: the descriptor's completion status says which (it stays set for the host to see)
+ERR_DMA = rm.field_masks("ERROR_STATUS")["dma"]
 #: ERROR_STATUS bits that report on a result rather than a failure: collected in ``Nic.warnings``
 ERR_WARNINGS = rm.field_masks("ERROR_STATUS")["int32_overflow"]
 DEFAULT_TIMEOUT_CYCLES = 2_000_000
@@ -251,7 +253,7 @@ class Nic:
                     await self.write_reg("ERROR_STATUS", err & ERR_WARNINGS)
                     self.warnings.update(n for n, mk in rm.field_masks("ERROR_STATUS").items() if err & mk & ERR_WARNINGS)
                     err &= ~ERR_WARNINGS
-                if err & ~ERR_COMPLETION_WRITE:
+                if err & ~(ERR_COMPLETION_WRITE | ERR_DMA):
                     await self.write_reg("ERROR_STATUS", err)
                     raise NicError(err)
                 # a lost completion record: CQ_TAIL has moved past it; the phase check below names it

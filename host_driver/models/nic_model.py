@@ -15,6 +15,8 @@ from host_driver.models import numerics as nm
 ERR = rm.field_masks("ERROR_STATUS")
 IRQ = rm.field_masks("IRQ_STATUS")
 RESP_OKAY, RESP_SLVERR, RESP_DECERR = AxiResp.okay, AxiResp.slverr, AxiResp.decerr
+#: completion statuses that report an AXI error response (they set ERROR_STATUS.dma)
+DMA_ERRORS = (Status.read_slverr, Status.read_decerr, Status.write_slverr, Status.write_decerr, Status.fetch_error)
 
 
 class ModelMemory:
@@ -152,6 +154,8 @@ class ModelBackend:
                 # a copy, or a collective of one rank: the input itself (docs/allreduce.md: N = 1 is a copy)
                 status = self._copy(desc, B)
                 host_bytes = 4 * desc["count"] if status == 0 else 0
+            if status in DMA_ERRORS:
+                self._set("ERROR_STATUS", ERR["dma"])
             record = ds.Completion(
                 status=status, opcode=desc["opcode"], phase=1 - (self.cq_tail >> cq_log2) % 2,
                 sq_index=self.sq_head, collective=desc["collective"], cycles=0, tag=desc["tag"],
@@ -159,7 +163,7 @@ class ModelBackend:
                 host_bytes=host_bytes)
             caddr = cq_base + (self.cq_tail % (1 << cq_log2)) * 64
             if self.memory.resp(caddr, 64, B) >= RESP_SLVERR:
-                self._set("ERROR_STATUS", ERR["completion_write"])
+                self._set("ERROR_STATUS", ERR["completion_write"] | ERR["dma"])
             else:
                 self.memory.data[caddr:caddr + 64] = np.frombuffer(record.to_bytes(), np.uint8)
                 self._set("IRQ_STATUS", IRQ["completion"])
