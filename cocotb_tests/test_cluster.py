@@ -102,7 +102,7 @@ def run_jobs(sim, bench, jobs, tmp_path):
                 prev = (r - 1) % n
                 assert (c["packets_sent"], c["packets_received"]) == (data[r], data[prev]), (j["name"], r, c)
                 assert (c["bytes_sent"], c["bytes_received"]) == (data_bytes[r], data_bytes[prev]), (j["name"], r, c)
-                assert c["host_bytes"] == 4 * L and c["cycles"] > 0
+                assert c["host_bytes"] == ar.Plan(n, L, P).host_bytes(r, op) and c["cycles"] > 0, (j["name"], r, c)
 
 
 # (sim, bench nodes) -> jobs. Every codec at N = 2, 3, 4, 5, 8; fp32 and int32; L odd, L < N*P (empty

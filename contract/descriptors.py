@@ -45,7 +45,8 @@ COMPLETION_FIELDS = (
     ("packets_received", 32, "frames received"),
     ("retransmissions", 32, "frames sent again after a loss"),
     ("reserved1", 32, "0"),
-    ("host_bytes", 64, "bytes written to host memory (the result)"),
+    ("host_bytes", 64, "bytes of the result written to host memory when the status is ok, else 0: the whole "
+     "tensor, or for REDUCE_SCATTER the rank's own chunk only"),
 )
 
 #: what each completion status means, in check order for the descriptor checks

@@ -53,6 +53,7 @@ EngineStatus = data.StructLayout({
     "mismatch": len(FIELDS),  # header fields that disagreed with the expected items (OR over the run)
     "overflow": 1,          # an int32 sum saturated
     "framing": 1,           # the reduction unit's operands disagreed in framing
+    "host_bytes": 64,       # bytes of results written to host memory (the write commands' lengths)
 })
 
 
@@ -383,6 +384,9 @@ class CollectiveEngine(wiring.Component):
         answered = self.wr_status.valid
         m.d.comb += self.wr_status.ready.eq(1)
         m.d.sync += pending.eq(pending + issued - answered)
+        host_bytes = Signal(64)
+        with m.If(issued):
+            m.d.sync += host_bytes.eq(host_bytes + self.wr_cmd.payload.length)
         with m.If(answered & (self.wr_status.payload > write_resp)):
             m.d.sync += write_resp.eq(self.wr_status.payload)
 
@@ -391,12 +395,12 @@ class CollectiveEngine(wiring.Component):
         all_idle = Signal()
         m.d.comb += all_idle.eq(_all(q[n].idle for n in q))
         with m.If(self.start):
-            m.d.sync += [running.eq(1), read_resp.eq(0), write_resp.eq(0), mismatch.eq(0)]
+            m.d.sync += [running.eq(1), read_resp.eq(0), write_resp.eq(0), mismatch.eq(0), host_bytes.eq(0)]
         with m.Elif(running & ~seq.busy & all_idle & (pending == 0)):
             m.d.sync += running.eq(0)
         m.d.comb += [
             self.busy.eq(running),
             st.read_resp.eq(read_resp), st.write_resp.eq(write_resp), st.mismatch.eq(mismatch),
-            st.overflow.eq(ru.stat_overflow), st.framing.eq(ru.stat_framing),
+            st.overflow.eq(ru.stat_overflow), st.framing.eq(ru.stat_framing), st.host_bytes.eq(host_bytes),
         ]
         return m

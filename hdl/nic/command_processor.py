@@ -288,7 +288,8 @@ class CommandProcessor(wiring.Component):
                     with m.Elif(es.mismatch != 0):
                         m.d.sync += status.eq(Status.network_mismatch)
                     with m.Else():
-                        m.d.sync += host_bytes.eq(length)
+                        # what the engine wrote: the whole result, or the rank's own chunk (reduce-scatter)
+                        m.d.sync += host_bytes.eq(es.host_bytes)
                     m.next = "COMPLETE"
             with m.State("COPY"):
                 m.d.comb += poison.eq(1)

@@ -62,6 +62,15 @@ class Plan:
         s = self.chunk(c)
         return -(-(s.stop - s.start) // self.packet)
 
+    def host_bytes(self, rank: int, op: str = "allreduce") -> int:
+        """Bytes rank ``rank`` writes to its host (a completion's ``host_bytes``): the whole result, or for
+        the reduce-scatter its own chunk, (rank + 1) mod N, only."""
+        _check_op(op)
+        if op == "reduce_scatter" and self.nodes > 1:
+            s = self.chunk((rank + 1) % self.nodes)
+            return 4 * (s.stop - s.start)
+        return 4 * self.elements
+
 
 def _q(x, codec):
     """Q then D on one chunk (blocks start at the chunk start): what the next rank decodes."""

@@ -174,3 +174,14 @@ def test_schedule_model_meets_the_bound_without_latency():
         assert ar.schedule_cycles(plan, codec, 40.0, 0) == pytest.approx(bound)
         assert ar.schedule_cycles(plan, codec, 40.0, 250, lag=16) < 1.1 * bound
         assert ar.schedule_cycles(plan, codec, 40.0, 250, lag=1) > 1.3 * bound
+
+
+@pytest.mark.parametrize("n, length", [(1, 100), (3, 901), (4, 1001), (8, 300)])
+def test_host_bytes_is_what_each_rank_writes(n, length):
+    """The reduce-scatter writes each rank's own chunk only; the chunks tile the tensor."""
+    plan = ar.Plan(n, length, 64)
+    assert [plan.host_bytes(r, "allreduce") for r in range(n)] == [4 * length] * n
+    assert [plan.host_bytes(r, "allgather") for r in range(n)] == [4 * length] * n
+    rs = [plan.host_bytes(r, "reduce_scatter") for r in range(n)]
+    assert sum(rs) == 4 * length
+    assert rs == [4 * len(range(length)[plan.chunk((r + 1) % n)]) for r in range(n)]
