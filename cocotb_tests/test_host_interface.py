@@ -53,6 +53,84 @@ async def smoke_copy(dut):
     assert nic.backend.memory.stats()["stat_violations"] == 0
 
 
+class CompletionWatch:
+    """Watches the NIC's AXI writes to the completion ring as a host polling memory would: memory changes
+    at each W handshake; when a slot's phase byte (byte 2) changes, the record there is what a poller reads.
+    Checks that every other byte of the record was written since the slot's previous phase change (so the
+    phase arrives last, never before the rest) and keeps each such record."""
+
+    PHASE = 2
+
+    def __init__(self, dut, nic):
+        from cocotb.triggers import ReadOnly, RisingEdge
+        self.base, self.size = nic.cq_base, nic.cq_entries * 64
+        self.mem = bytearray(self.size)                 # the ring as zeroed by Nic.start
+        self.fresh = [set() for _ in range(nic.cq_entries)]     # bytes written since the slot's phase last changed
+        self.records, self.torn = [], []
+        a = dut.nic
+        B = width() // 8
+
+        async def run():
+            bursts = []                                 # [next address, beats left] of accepted AWs
+            while True:
+                await RisingEdge(dut.clk)
+                await ReadOnly()
+                if a.m_axi__awvalid.value == 1 and a.m_axi__awready.value == 1:
+                    bursts.append([int(a.m_axi__awaddr.value), int(a.m_axi__awlen.value) + 1])
+                if a.m_axi__wvalid.value == 1 and a.m_axi__wready.value == 1:
+                    burst = bursts[0]
+                    addr, data, strb = burst[0], int(a.m_axi__wdata.value).to_bytes(B, "little"), int(a.m_axi__wstrb.value)
+                    burst[0] += B
+                    burst[1] -= 1
+                    if burst[1] == 0:
+                        bursts.pop(0)
+                    self._beat(addr, data, strb, B)
+        self.task = cocotb.start_soon(run())
+
+    def _beat(self, addr, data, strb, B):
+        """Apply one W beat; then, if it changed a slot's phase byte, check and keep that record."""
+        same_beat = set(range(min(B, 64)))              # offsets written with the phase byte, in one beat
+        changed = []
+        for i in range(B):
+            at = addr + i - self.base
+            if not (strb >> i) & 1 or not 0 <= at < self.size:
+                continue
+            slot, off = divmod(at, 64)
+            if off == self.PHASE and self.mem[at] != data[i]:
+                changed.append(slot)
+            self.mem[at] = data[i]
+            self.fresh[slot].add(off)
+        for slot in changed:
+            missing = set(range(64)) - self.fresh[slot] - same_beat
+            if missing:
+                self.torn.append((slot, sorted(missing)))
+            self.records.append(bytes(self.mem[slot * 64:(slot + 1) * 64]))
+            self.fresh[slot] = set()
+
+
+@cocotb.test()
+async def completion_phase_arrives_last(dut):
+    """docs/host_interface.md: a host may poll the phase byte in memory. At every width the rest of the
+    record is in memory before the phase changes, so a record read on its phase byte is never torn."""
+    from contract import descriptors as ds
+    nic = await rtl_nic(dut, sq_entries=4, cq_entries=4)
+    await nic.start()
+    watch = CompletionWatch(dut, nic)
+    n = 37
+    x = rng(3).integers(0, 2**32, n, dtype=np.uint32)
+    src, dst = nic.alloc(4 * n), nic.alloc(4 * n)
+    await nic.write(src, x)
+    got = [await nic.run("copy", src=src, dst=dst, count=n, tag=1000 + i) for i in range(10)]
+    bad = await nic.wait(await nic.submit_raw(opcode=0x55, count=n, src=src, dst=dst, tag=77))
+    watch.task.cancel()
+    assert not watch.torn, f"records whose phase changed before these bytes were written: {watch.torn}"
+    polled = [ds.Completion.from_bytes(r) for r in watch.records]
+    want = [*got, bad]
+    assert len(polled) == len(want), f"{len(polled)} phase changes for {len(want)} completions"
+    for p, w in zip(polled, want):
+        assert p == w, f"a record read on its phase byte differs from the completion:\n{p}\n{w}"
+
+
 @cocotb.test()
 async def scenarios_against_model(dut):
     mode = os.environ.get("AINIC_MEMORY_MODE", "ideal")

@@ -171,6 +171,7 @@ class CommandProcessor(wiring.Component):
 
         desc = Signal(Descriptor)
         beat = Signal(range(record_beats + 1))
+        head = Signal()                     # writing the record's first beat (phase byte) rather than the rest
         fetch_resp = Signal(2)
         read_resp = Signal(2)
         status = Signal(8)
@@ -223,7 +224,7 @@ class CommandProcessor(wiring.Component):
                     m.d.sync += [sq_head.eq(0), sq_tail.eq(0), cq_tail.eq(0)]
                 with m.Elif(rings_ok & sq_pending & (cq_used < cq_size)):
                     m.d.sync += [cycles.eq(0), timing.eq(1), fetch_resp.eq(0), read_resp.eq(0), beat.eq(0),
-                                 host_bytes.eq(0)]
+                                 host_bytes.eq(0), head.eq(record_beats == 1)]
                     m.next = "FETCH"
             with m.State("FETCH"):
                 m.d.comb += [
@@ -329,12 +330,17 @@ class CommandProcessor(wiring.Component):
                     with m.Else():
                         m.d.sync += host_bytes.eq(length)
                     m.next = "COMPLETE"
+            # The record's phase byte (byte 2) must reach memory last, so that a host polling it never
+            # reads a torn record: at W < 512 the record is two writes, beats 1 .. R-1 first, then (once
+            # that write is answered) beat 0 with the phase. At W = 512 it is one beat, written at once.
             with m.State("COMPLETE"):
-                m.d.sync += [timing.eq(0), beat.eq(0)]
+                record_addr = cfg.cq_base + ((cq_tail & (cq_size - 1)) << 6)
+                m.d.sync += [timing.eq(0), beat.eq(Mux(head, 0, 1))]
                 m.d.comb += [
                     self.wr_cmd.valid.eq(1),
-                    self.wr_cmd.payload.addr.eq(cfg.cq_base + ((cq_tail & (cq_size - 1)) << 6)),
-                    self.wr_cmd.payload.length.eq(ds.RECORD_BYTES),
+                    self.wr_cmd.payload.addr.eq(record_addr + Mux(head, 0, W // 8)),
+                    self.wr_cmd.payload.length.eq(Mux(head, min(W // 8, ds.RECORD_BYTES),
+                                                      ds.RECORD_BYTES - W // 8)),
                 ]
                 with m.If(self.wr_cmd.ready):
                     m.next = "RECORD"
@@ -342,7 +348,7 @@ class CommandProcessor(wiring.Component):
                 m.d.comb += [
                     wr.tdata.eq(record.as_value().word_select(beat, W) if W < 512 else record.as_value()),
                     wr.tkeep.eq((1 << (W // 8)) - 1),
-                    wr.tlast.eq(beat == record_beats - 1),
+                    wr.tlast.eq(head | (beat == record_beats - 1)),
                     wr.tvalid.eq(1),
                 ]
                 with m.If(wr.tready):
@@ -352,13 +358,18 @@ class CommandProcessor(wiring.Component):
             with m.State("RECORD_WAIT"):
                 m.d.comb += self.wr_status.ready.eq(1)
                 with m.If(self.wr_status.valid):
-                    with m.If(self.wr_status.payload >= RESP_SLVERR):
-                        m.d.comb += [err["completion_write"].eq(1), err["dma"].eq(1)]
+                    with m.If(~head & (self.wr_status.payload < RESP_SLVERR)):
+                        m.d.sync += head.eq(1)                  # the body is in memory: now the phase
+                        m.next = "COMPLETE"
                     with m.Else():
-                        m.d.comb += irq_done.eq(1)
-                    m.d.sync += [sq_head.eq(sq_head + 1), cq_tail.eq(cq_tail + 1), completed.eq(completed + 1),
-                                 errors.eq(errors + (status != 0))]
-                    m.next = "IDLE"
+                        # a failed write of either part leaves the phase as it was: the record is lost whole
+                        with m.If(self.wr_status.payload >= RESP_SLVERR):
+                            m.d.comb += [err["completion_write"].eq(1), err["dma"].eq(1)]
+                        with m.Else():
+                            m.d.comb += irq_done.eq(1)
+                        m.d.sync += [sq_head.eq(sq_head + 1), cq_tail.eq(cq_tail + 1), completed.eq(completed + 1),
+                                     errors.eq(errors + (status != 0))]
+                        m.next = "IDLE"
 
         # whole-word assignments: Yosys' Verilog for constant bits of a partly assigned signal is an
         # `always @*` without inputs, which Icarus never runs
