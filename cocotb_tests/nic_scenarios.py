@@ -78,6 +78,8 @@ def bad_descriptor_cases(mem_size):
         ("bad_packet_size", {"opcode": 2}, {"PACKET_ELEMS": 2048, "WORLD_SIZE": 2}),
         ("bad_packet_size", {"opcode": 3}, {"PACKET_ELEMS": 24, "WORLD_SIZE": 2}),
         ("bad_packet_size", {"opcode": 4}, {"PACKET_ELEMS": 8, "WORLD_SIZE": 3, "RANK": 2}),
+        ("bad_reserved", {"flags": 1}, {}), ("bad_reserved", {"reserved0": 1 << 31}, {}),
+        ("bad_reserved", {"reserved1": 1 << 191}, {}),
     ], S
 
 

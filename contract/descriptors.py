@@ -21,13 +21,13 @@ DESCRIPTOR_FIELDS = (
     ("codec", 8, "wire codec: Codec; for copy, a codec other than none is applied and undone"),
     ("algorithm", 8, "collective algorithm: Algorithm"),
     ("collective", 16, "collective id, echoed in the completion and carried in every packet"),
-    ("flags", 16, "reserved, 0"),
+    ("flags", 16, "reserved, 0 (else bad_reserved)"),
     ("count", 32, "elements (1 .. MAX_COUNT)"),
-    ("reserved0", 32, "0"),
+    ("reserved0", 32, "0 (else bad_reserved)"),
     ("src", 64, "host address of the input, a multiple of 4"),
     ("dst", 64, "host address of the output, a multiple of 4"),
     ("tag", 64, "anything: echoed in the completion"),
-    ("reserved1", 192, "0"),
+    ("reserved1", 192, "0 (else bad_reserved)"),
 )
 
 COMPLETION_FIELDS = (
@@ -63,11 +63,13 @@ STATUS_MEANING = {
     Status.bad_world_size: f"collective with WORLD_SIZE outside 1 .. {MAX_RANKS} or RANK >= WORLD_SIZE",
     Status.bad_packet_size: f"a codec or collective with PACKET_ELEMS not a multiple of 16 in {MIN_P} .. {MAX_P}",
     Status.unsupported: "a valid operation this build does not execute (none today; the code is kept stable)",
+    Status.bad_reserved: "a reserved field (flags, reserved0, reserved1) is not 0",
     Status.read_slverr: "a host-memory read returned SLVERR (the destination may be partly written)",
     Status.read_decerr: "a host-memory read returned DECERR (the destination may be partly written)",
     Status.write_slverr: "a host-memory write returned SLVERR",
     Status.write_decerr: "a host-memory write returned DECERR",
-    Status.fetch_error: "reading the descriptor itself failed; the completion carries only sq_index",
+    Status.fetch_error: "reading the descriptor itself failed; the completion carries sq_index and phase (and "
+                        "cycles), every other field 0",
     Status.network_mismatch: "a received packet's header disagreed with the packet the ring expected next "
                              "(wrong peer configuration, or a lost or corrupted frame): the result is not reliable",
     Status.ring_too_large: "the receive buffer cannot hold the frames this WORLD_SIZE keeps in flight at this "
@@ -152,6 +154,9 @@ class Completion:
         return pack(COMPLETION_BITS, self.__dict__)
 
 
+#: descriptor fields that must be 0 (a non-zero one completes with ``bad_reserved``)
+RESERVED_FIELDS = ("flags", "reserved0", "reserved1")
+
 #: opcodes this build checks but does not execute (they complete with ``unsupported``): none today
 UNSUPPORTED_OPCODES = ()
 
@@ -184,6 +189,8 @@ def check(desc: dict, world_size: int, rank: int, packet_elems: int) -> int:
         return Status.bad_packet_size
     if op in UNSUPPORTED_OPCODES:
         return Status.unsupported
+    if any(desc.get(name, 0) for name in RESERVED_FIELDS):      # (a field left out packs as 0)
+        return Status.bad_reserved
     return 0
 
 

@@ -121,6 +121,7 @@ class Status(IntEnum):
     bad_world_size = 9
     bad_packet_size = 10
     unsupported = 11
+    bad_reserved = 12
     read_slverr = 16
     read_decerr = 17
     write_slverr = 18

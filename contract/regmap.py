@@ -3,13 +3,16 @@ C header (build/ainic_regs.h) are all generated from :data:`REGISTERS`.
 
 32-bit registers on an AXI4-Lite slave, byte addresses. Access: ``ro`` read-only (status from the NIC),
 ``rw`` read-write (configuration), ``w1c`` read, write one to clear (interrupt status), ``wo`` write-only
-pulses (doorbells; read as 0). 64-bit quantities are LO/HI pairs, LO first.
+pulses (doorbells; read as 0). 64-bit quantities are LO/HI pairs, LO first. Writes honour the byte strobes. A
+write to an ``ro`` register is answered OKAY and changes nothing; an access outside the map answers SLVERR
+(a read returns 0). An ``rw`` register narrower than 32 bits stores only its low bits (its description says
+which) and reads 0 above them.
 """
 
 from dataclasses import dataclass, field
 
-from .enums import Codec, DropReason
-from .limits import MAX_RANKS
+from .enums import Codec, DropReason, Dtype
+from .limits import MAX_RANKS, WIDTHS
 from .protocol import DEFAULT_P, UDP_PORT
 
 ID_VALUE = 0x41494E43          # "AINC"
@@ -33,34 +36,50 @@ class Register:
     desc: str
     fields: tuple = field(default_factory=tuple)
     count: int = 1              # an array of `count` registers, 4 bytes apart
+    bits: int = 32              # an rw register stores bits bits-1:0; the rest read 0
 
     def __post_init__(self):
         if self.access not in ("ro", "rw", "w1c", "wo"):
             raise ValueError(f"{self.name}: unknown access {self.access!r}")
         if self.offset % 4:
             raise ValueError(f"{self.name}: offset {self.offset:#x} is not 32-bit aligned")
+        if not 1 <= self.bits <= 32 or self.reset >> self.bits:
+            raise ValueError(f"{self.name}: {self.bits} bits cannot hold reset value {self.reset:#x}")
         for f in self.fields:
-            if f.lsb + f.width > 32:
-                raise ValueError(f"{self.name}.{f.name} does not fit in 32 bits")
+            if f.lsb + f.width > self.bits:
+                raise ValueError(f"{self.name}.{f.name} does not fit in {self.bits} bits")
+
+    @property
+    def mask(self) -> int:
+        return (1 << self.bits) - 1
 
 
 def _codec_mask():
     return sum(1 << code for code in Codec)
 
 
+def caps_value(width: int) -> int:
+    """CAPS of a build at datapath width ``width``: W/8, log2 of MAX_RANKS, every codec, every dtype."""
+    return ((width // 8) | (MAX_RANKS.bit_length() - 1) << 8 | _codec_mask() << 16
+            | sum(1 << d for d in Dtype) << 24)
+
+
 def _build():
     regs = []
     at = [0]
 
-    def reg(name, access, reset=0, desc="", fields=(), count=1, align=None):
+    def reg(name, access, reset=0, desc="", fields=(), count=1, align=None, bits=32):
         if align:
             at[0] = -(-at[0] // align) * align
-        regs.append(Register(name, at[0], access, reset, desc, tuple(fields), count))
+        if bits < 32:
+            desc += f" Stores bits {bits - 1}:0; the others read 0."
+        regs.append(Register(name, at[0], access, reset, desc, tuple(fields), count, bits))
         at[0] += 4 * count
 
     reg("ID", "ro", ID_VALUE, 'Identifies an ainic NIC: "AINC".')
     reg("VERSION", "ro", VERSION_VALUE, "Register map version: major 31:16, minor 15:8, patch 7:0.")
-    reg("CAPS", "ro", 0, "What this build supports (the value depends on the build's parameters).", [
+    reg("CAPS", "ro", 0, "What this build supports; the value depends on the build (reset column: 0 stands for "
+        "that): " + ", ".join(f"`{caps_value(w):#010x}` at W = {w}" for w in sorted(WIDTHS)) + ".", [
         Field("data_width_bytes", 0, 8, "W/8: the datapath width in bytes (8 .. 64)"),
         Field("max_ranks_log2", 8, 8, f"log2 of the largest world size (peer table entries; {MAX_RANKS} here)"),
         Field("codecs", 16, 8, f"bit per codec code (none=bit 0 ... bfp4=bit 4); all five = {_codec_mask():#x}"),
@@ -70,33 +89,35 @@ def _build():
         Field("enable", 0, 1, "1: the NIC takes descriptors and frames; 0: it finishes the current descriptor, "
               "then holds SQ_HEAD, SQ_TAIL and CQ_TAIL at 0 (configure the rings, then enable)"),
         Field("reset_stats", 1, 1, "write 1: clear every counter (self-clearing)"),
-    ])
+    ], bits=2)
     reg("RANK", "rw", 0, "This NIC's rank in the job (0 .. WORLD_SIZE-1).")
     reg("WORLD_SIZE", "rw", 1, f"Number of ranks (1 .. {MAX_RANKS}).")
-    reg("UDP_PORT", "rw", UDP_PORT, "UDP port of ainic traffic, both directions.")
+    reg("UDP_PORT", "rw", UDP_PORT, "UDP port of ainic traffic, both directions.", bits=16)
     reg("PACKET_ELEMS", "rw", DEFAULT_P, "P: elements per packet, a multiple of 16, 16 .. 1024.")
-    reg("LOCAL_MAC_LO", "rw", 0, "This NIC's MAC address, bits 31:0.")
-    reg("LOCAL_MAC_HI", "rw", 0, "This NIC's MAC address, bits 47:32 (in 15:0).")
-    reg("LOCAL_IP", "rw", 0, "This NIC's IPv4 address.")
+    reg("LOCAL_MAC_LO", "rw", 0, "This NIC's MAC address, bits 31:0: the address read as a 48-bit number, "
+        "first octet most significant (02:00:00:00:00:01: LO = 0x00000001, HI = 0x0200).")
+    reg("LOCAL_MAC_HI", "rw", 0, "This NIC's MAC address, bits 47:32 (its first two octets).", bits=16)
+    reg("LOCAL_IP", "rw", 0, "This NIC's IPv4 address, first octet most significant (10.0.0.1 = 0x0a000001).")
     reg("LAG", "rw", 8, "Collective work order: packet k of phase p runs at key k + LAG*p (1 .. 255; "
-        "docs/collective_engine.md). Every rank of a job must use the same value.")
-    reg("JOB_ID", "rw", 0, "Job id carried in every ainic header (16 bits); a received frame of another job ends the collective with status network_mismatch.")
+        "docs/collective_engine.md). Every rank of a job must use the same value.", bits=8)
+    reg("JOB_ID", "rw", 0, "Job id carried in every ainic header; a received frame of another job ends the "
+        "collective with status network_mismatch.", bits=16)
     for name, bits, desc in (("SQ", "submission", "descriptors written by the host"),
                              ("CQ", "completion", "completion records written by the NIC")):
         reg(f"{name}_BASE_LO", "rw", 0, f"Host address of the {bits} ring ({desc}), bits 31:0; 64-byte aligned.",
             align=0x10 if name == "SQ" else None)
         reg(f"{name}_BASE_HI", "rw", 0, f"Host address of the {bits} ring, bits 63:32.")
-        reg(f"{name}_SIZE_LOG2", "rw", 0, f"log2 of the {bits} ring's entry count (1 .. 15).")
+        reg(f"{name}_SIZE_LOG2", "rw", 0, f"log2 of the {bits} ring's entry count (1 .. 15).", bits=5)
     reg("SQ_HEAD", "ro", 0, "Free-running 16-bit index of the next descriptor the NIC will fetch.")
     reg("SQ_DOORBELL", "wo", 0, "Write the free-running 16-bit producer index: the NIC fetches up to it. "
         "A value more than the ring size ahead of SQ_HEAD is ignored and sets ERROR_STATUS.doorbell.")
     reg("SQ_TAIL", "ro", 0, "The last accepted doorbell value (free-running 16-bit producer index).")
     reg("CQ_TAIL", "ro", 0, "Free-running 16-bit index of the next completion record the NIC will write.")
     reg("CQ_HEAD", "rw", 0, "Free-running 16-bit index the host has consumed completions up to; the NIC "
-        "waits while the ring is full (CQ_TAIL - CQ_HEAD = size).")
+        "waits while the ring is full (CQ_TAIL - CQ_HEAD = size).", bits=16)
     reg("DESC_COMPLETED", "ro", 0, "Descriptors completed (any status, wraps).")
     reg("DESC_ERRORS", "ro", 0, "Descriptors completed with a status other than ok (wraps).")
-    reg("IRQ_ENABLE", "rw", 0, "Interrupt enable, one bit per cause (as IRQ_STATUS).")
+    reg("IRQ_ENABLE", "rw", 0, "Interrupt enable, one bit per cause (as IRQ_STATUS).", bits=2)
     reg("IRQ_STATUS", "w1c", 0, "Interrupt causes; `irq` is high while (IRQ_STATUS & IRQ_ENABLE) != 0.", [
         Field("completion", 0, 1, "a completion record was written"),
         Field("error", 1, 1, "ERROR_STATUS became non-zero"),
@@ -109,9 +130,11 @@ def _build():
         Field("ring_config", 4, 1, "enabled with a ring size outside 1 .. 15 or a base not 64-byte aligned"),
         Field("completion_write", 5, 1, "writing a completion record failed (the descriptor is lost)"),
     ])
-    reg("PEER_MAC_LO", "rw", 0, "Peer table: MAC address of rank i, bits 31:0.", count=MAX_RANKS, align=0x100)
-    reg("PEER_MAC_HI", "rw", 0, "Peer table: MAC address of rank i, bits 47:32 (in 15:0).", count=MAX_RANKS)
-    reg("PEER_IP", "rw", 0, "Peer table: IPv4 address of rank i.", count=MAX_RANKS)
+    reg("PEER_MAC_LO", "rw", 0, "Peer table: MAC address of rank i, bits 31:0 (as LOCAL_MAC_LO).", count=MAX_RANKS,
+        align=0x100)
+    reg("PEER_MAC_HI", "rw", 0, "Peer table: MAC address of rank i, bits 47:32 (as LOCAL_MAC_HI).", count=MAX_RANKS,
+        bits=16)
+    reg("PEER_IP", "rw", 0, "Peer table: IPv4 address of rank i (as LOCAL_IP).", count=MAX_RANKS)
     reg("RX_ACCEPTED", "ro", 0, "Frames the parser accepted.", align=0x100)
     reg("RX_BYTES", "ro", 0, "Bytes of accepted frames (wraps).")
     reg("TX_FRAMES", "ro", 0, "Frames the builder sent.")

@@ -5,7 +5,6 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from contract import regmap as rm
-from contract.limits import MAX_RANKS
 from hdl.host.axi import RESP_OKAY, RESP_SLVERR, AxiLiteSignature
 from hdl.stream.axis import check_width
 
@@ -46,11 +45,7 @@ class RegisterBlock(wiring.Component):
         })
 
     def caps(self) -> int:
-        import math
-        fields = {f.name: f for f in rm.BY_NAME["CAPS"].fields}
-        value = {"data_width_bytes": self.width // 8, "max_ranks_log2": int(math.log2(MAX_RANKS)),
-                 "codecs": 0x1F, "dtypes": 0x3}
-        return sum(v << fields[k].lsb for k, v in value.items())
+        return rm.caps_value(self.width)
 
     def elaborate(self, platform):
         m = Module()
@@ -61,7 +56,7 @@ class RegisterBlock(wiring.Component):
         regs = {}
         for r in RW:
             for i in range(r.count):
-                s = Signal(32, init=r.reset, name=f"r_{r.name.lower()}_{i}")
+                s = Signal(r.bits, init=r.reset, name=f"r_{r.name.lower()}_{i}")
                 regs[(r.name, i)] = s
                 port = getattr(self.cfg, r.name.lower())
                 m.d.comb += (port if r.count == 1 else port[i]).eq(s)
@@ -88,7 +83,7 @@ class RegisterBlock(wiring.Component):
                     m.d.comb += hit.eq(1)
                     if r.access == "rw":
                         s = regs[(r.name, i)]
-                        m.d.sync += s.eq((s & ~mask) | (bus.wdata & mask))
+                        m.d.sync += s.eq(((s & ~mask) | (bus.wdata & mask))[:r.bits])
                     elif r.access == "w1c":
                         pass                                    # handled with the set inputs below
                     elif r.access == "wo":

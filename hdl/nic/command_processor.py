@@ -67,6 +67,7 @@ def check_descriptor(m, d, cfg):
     ]
     if ds.UNSUPPORTED_OPCODES:
         checks.append((_any(d.opcode == op for op in ds.UNSUPPORTED_OPCODES), Status.unsupported))
+    checks.append((_any(getattr(d, name) != 0 for name in ds.RESERVED_FIELDS), Status.bad_reserved))
     status = Signal(8, name="check_status")
     with m.If(checks[0][0]):
         m.d.comb += status.eq(checks[0][1])

@@ -59,10 +59,7 @@ class ModelBackend:
         for r in rm.REGISTERS:
             for i in range(r.count):
                 self.regs[r.offset + 4 * i] = r.reset
-        caps = {f.name: f for f in rm.BY_NAME["CAPS"].fields}
-        self.regs[rm.offset("CAPS")] = ((width // 8) << caps["data_width_bytes"].lsb
-                                        | 6 << caps["max_ranks_log2"].lsb | 0x1F << caps["codecs"].lsb
-                                        | 0x3 << caps["dtypes"].lsb)
+        self.regs[rm.offset("CAPS")] = rm.caps_value(width)
         self.sq_head = self.sq_tail = self.cq_tail = 0
 
     # -- the backend interface ---------------------------------------------------------------------------
@@ -76,7 +73,7 @@ class ModelBackend:
         self._check_offset(offset)
         reg = next(r for r in rm.REGISTERS if r.offset <= offset < r.offset + 4 * r.count)
         if reg.access == "rw":
-            self.regs[offset] = value
+            self.regs[offset] = value & reg.mask
         elif reg.access == "w1c":
             self.regs[offset] &= ~value
         elif reg.name == "SQ_DOORBELL":

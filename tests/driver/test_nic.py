@@ -8,6 +8,7 @@ import pytest
 
 from cocotb_tests import nic_scenarios
 from contract import descriptors as ds
+from contract.limits import WIDTHS
 from host_driver.driver.nic import Nic
 from host_driver.models.nic_model import ModelBackend
 
@@ -16,7 +17,7 @@ def run(coro):
     return asyncio.run(coro)
 
 
-@pytest.mark.parametrize("width", [64, 512])
+@pytest.mark.parametrize("width", sorted(WIDTHS))
 def test_scenarios(width, rng):
     nic = Nic(ModelBackend(width), sq_entries=8, cq_entries=8)
     out = run(nic_scenarios.all_scenarios(nic, rng))
@@ -102,3 +103,16 @@ def test_completion_round_trips():
     assert ds.Completion.from_bytes(c.to_bytes()) == c
     with pytest.raises(ValueError, match="status=256 does not fit in 8 bits"):
         ds.pack(ds.COMPLETION_BITS, {"status": 256})
+
+
+def test_model_registers_keep_their_documented_bits():
+    """The model stores what the register map says (as the RTL register block does): a narrow rw register
+    keeps its low bits only; CAPS is the build's value."""
+    from contract import regmap as rm
+    backend = ModelBackend(128)
+    narrow = [r for r in rm.REGISTERS if r.access == "rw" and r.bits < 32 and r.name != "CONTROL"]
+    assert {r.name for r in narrow} >= {"UDP_PORT", "JOB_ID", "LAG", "CQ_HEAD", "LOCAL_MAC_HI", "PEER_MAC_HI"}
+    for r in narrow:
+        run(backend.write_reg(r.offset, 0xFFFFFFFF))
+        assert run(backend.read_reg(r.offset)) == r.mask == (1 << r.bits) - 1, r.name
+    assert run(backend.read_reg(rm.offset("CAPS"))) == rm.caps_value(128) == 0x031F0610
