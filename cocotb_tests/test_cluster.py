@@ -134,7 +134,11 @@ PLANS = {
 }
 
 
-@pytest.mark.parametrize("simulator,bench", list(PLANS), ids=[f"{s}-n{b}" for s, b in PLANS])
+COST = {("icarus", 8): 400, ("verilator", 4): 270, ("icarus", 5): 200, ("icarus", 3): 160, ("icarus", 2): 40}
+
+
+@pytest.mark.parametrize("simulator,bench", [pytest.param(*k, marks=pytest.mark.heavy(COST[k])) for k in PLANS],
+                         ids=[f"{s}-n{b}" for s, b in PLANS])
 def test_allreduce_bit_exact(simulator, bench, tmp_path):
     if simulator not in selected_sims():
         pytest.skip(f"AINIC_SIM excludes {simulator}")

@@ -10,7 +10,7 @@ from cocotb_tests import bench
 from contract.enums import Codec, names
 from host_driver.models import numerics as nm
 from host_driver.models.vectors import edge_f32_bits
-from host_driver.sim.testbench import TB, TRAFFIC, frame, rng, width
+from host_driver.sim.testbench import SIM_WIDTHS, TB, TRAFFIC, frame, rng, width
 
 CODECS = names(Codec)
 
@@ -174,7 +174,7 @@ if bench.enabled():
     TESTS_OF = {top: f"{tests}|throughput" for top, tests in TESTS_OF.items()}
 
 
-@pytest.mark.parametrize("width", [64, 512])
+@pytest.mark.parametrize("width", SIM_WIDTHS)
 @pytest.mark.parametrize("top", ["compressor", "decompressor"])
 def test_codec(sim, top, width):
     from host_driver.sim.runner import run

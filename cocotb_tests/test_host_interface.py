@@ -11,7 +11,7 @@ from cocotb_tests import bench, nic_scenarios
 from host_driver.driver.nic import Nic
 from host_driver.models.nic_model import ModelBackend
 from host_driver.sim.rtl_backend import RtlBackend
-from host_driver.sim.testbench import rng, width
+from host_driver.sim.testbench import SIM_WIDTHS, rng, width
 
 ADDR_BITS = 24
 MEMORY_MODES = {   # name -> HostMemory.configure arguments
@@ -141,7 +141,7 @@ async def scenarios_against_model(dut):
 
 
 @pytest.mark.parametrize("mode", list(MEMORY_MODES))
-@pytest.mark.parametrize("width", [64, 512])
+@pytest.mark.parametrize("width", [w if w < 512 else pytest.param(w, marks=pytest.mark.heavy(60)) for w in SIM_WIDTHS])
 def test_host_interface(sim, width, mode):
     from host_driver.sim.runner import run
     run(sim, "host_bench", width, "cocotb_tests.test_host_interface", tag=mode,

@@ -5,6 +5,7 @@ import cocotb
 import pytest
 
 from cocotb_tests.test_tx_builder import IP4, MAC, meta_bytes, random_packet
+from contract.limits import WIDTHS
 from contract.protocol import UDP_PORT
 from host_driver.models import protocol as pr
 from host_driver.sim.testbench import TB, TRAFFIC, frame, rng
@@ -41,7 +42,7 @@ async def round_trip(dut):
     assert int(dut.stat_accepted.value) == total and int(dut.stat_drops.value) == 0
 
 
-@pytest.mark.parametrize("width", [64, 512])
+@pytest.mark.parametrize("width", sorted(WIDTHS))
 def test_packet_loopback(sim, width):
     from host_driver.sim.runner import run
     run(sim, "packet_loopback", width, "cocotb_tests.test_packet_loopback")

@@ -9,7 +9,7 @@ import pytest
 from cocotb_tests import bench
 from host_driver.models import numerics as nm
 from host_driver.models.vectors import adder_edge_pairs, edge_f32_bits
-from host_driver.sim.testbench import TB, TRAFFIC, frame, rng, width
+from host_driver.sim.testbench import SIM_WIDTHS, TB, TRAFFIC, frame, rng, width
 
 TOP = "reduction_unit"
 
@@ -123,7 +123,7 @@ async def throughput(dut):
     bench.record(f"reduction_unit_w{width()}", fig)
 
 
-@pytest.mark.parametrize("width", [64, 512])
+@pytest.mark.parametrize("width", SIM_WIDTHS)
 def test_reduction_unit(sim, width):
     from host_driver.sim.runner import run
     run(sim, TOP, width, "cocotb_tests.test_reduction_unit")

@@ -12,7 +12,7 @@ from host_driver.models import numerics as nm
 from host_driver.models import protocol as pr
 from host_driver.models.vectors import malformed_frames
 from host_driver.sim.replay import counters, start
-from host_driver.sim.testbench import TRAFFIC, frame, rng, width
+from host_driver.sim.testbench import SIM_WIDTHS, TRAFFIC, frame, rng, width
 
 
 def valid_frame(r):
@@ -114,7 +114,7 @@ async def throughput(dut):
     })
 
 
-@pytest.mark.parametrize("width", [64, 512])
+@pytest.mark.parametrize("width", SIM_WIDTHS)
 def test_rx_parser(sim, width):
     from host_driver.sim.runner import run
     run(sim, "rx_parser", width, "cocotb_tests.test_rx_parser")

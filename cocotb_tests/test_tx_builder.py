@@ -14,7 +14,7 @@ from contract.protocol import HEADER_FIELDS, UDP_PORT, VERSION
 from host_driver.models import numerics as nm
 from host_driver.models import protocol as pr
 from host_driver.models.pcap import tshark_fields, write_pcap
-from host_driver.sim.testbench import TB, TRAFFIC, frame, rng, width
+from host_driver.sim.testbench import SIM_WIDTHS, TB, TRAFFIC, frame, rng, width
 
 MAC, IP4 = pr.mac_int, pr.ip_int
 
@@ -98,7 +98,7 @@ async def throughput(dut):
                                              "sim_cycles_per_second": fig["sim_cycles_per_second"]})
 
 
-@pytest.mark.parametrize("width", [64, 512])
+@pytest.mark.parametrize("width", SIM_WIDTHS)
 def test_tx_builder(sim, width):
     from host_driver.sim.runner import run
     run(sim, "tx_builder", width, "cocotb_tests.test_tx_builder")

@@ -13,3 +13,12 @@ def rng(request):
         seed = int(np.random.SeedSequence().entropy % 2**32)
     print(f"seed={seed} (rerun with --seed {seed})")
     return np.random.default_rng(seed)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Items marked ``heavy(seconds)`` run first, longest first, so that on two workers they overlap the many
+    short ones instead of starting last and stretching the wall time."""
+    def cost(item):
+        mark = item.get_closest_marker("heavy")
+        return -(mark.args[0] if mark and mark.args else 60 if mark else 0)
+    items.sort(key=cost)

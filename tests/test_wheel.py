@@ -82,7 +82,7 @@ def test_model_commands_do_not_import_the_rtl(installed):
     res = subprocess.run([str(installed["python"]), "-c", code], cwd=installed["work"], env=installed["env"],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    assert "bit-exact with golden model      yes" in res.stdout and "HEAVY []" in res.stdout
+    assert "bit-exact with golden model        yes" in res.stdout and "HEAVY []" in res.stdout
 
 
 def test_verilog_export_goes_to_the_cache(installed):
@@ -101,9 +101,10 @@ def test_replay(installed):
     assert "accepted" in res.stdout and "dropped (udp_port)" in res.stdout
 
 
+@pytest.mark.heavy(150)
 def test_demo_on_verilator(installed):
     res = ainic(installed, "demo", "--sim", "verilator", "--nodes", "2", "--elements", "5000", "--width", "64",
                 timeout=1500)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert "bit-exact with golden model      yes" in res.stdout
+    assert "bit-exact with golden model        yes" in res.stdout
     assert (installed["cache"] / "sim" / "verilator").is_dir()

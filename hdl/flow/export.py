@@ -10,7 +10,7 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from amaranth.back import verilog
+from amaranth.back import rtlil, verilog
 
 from hdl.flow import deps
 
@@ -51,19 +51,25 @@ def inputs_digest(module: str, params: str = "") -> str:
     return deps.digest(deps.source_files(module), version("amaranth"), params)
 
 
-def export(name: str, factory, width: int, module: str, out_dir: Path = None) -> Path:
-    """Write ``<out_dir>/<name>.v`` from ``factory(width)`` unless it is current; return its path.
+#: output format -> (file suffix, converter)
+FORMATS = {"verilog": (".v", verilog.convert), "rtlil": (".il", rtlil.convert)}
 
-    ``module`` is the Python module the factory lives in: the Verilog is current when the digest of the
-    files that module imports (:func:`inputs_digest`) is the one stored beside it in ``<name>.digest``.
+
+def export(name: str, factory, width: int, module: str, out_dir: Path = None, fmt: str = "verilog") -> Path:
+    """Write ``<out_dir>/<name>.v`` (or ``.il``, Yosys' RTLIL, with ``fmt="rtlil"``) from ``factory(width)``
+    unless it is current; return its path.
+
+    ``module`` is the Python module the factory lives in: the file is current when the digest of the files
+    that module imports (:func:`inputs_digest`) is the one stored beside it (``<name>.v.digest``).
     """
-    path = Path(out_dir or verilog_dir()) / f"{name}.v"
-    stamp = path.with_suffix(".digest")
+    suffix, convert = FORMATS[fmt]
+    path = Path(out_dir or verilog_dir()) / f"{name}{suffix}"
+    stamp = path.with_name(path.name + ".digest")
     digest = inputs_digest(module, f"{name}:{width}")
     with file_lock(name):
         if path.exists() and stamp.exists() and stamp.read_text() == digest:
             return path
-        text = verilog.convert(factory(width), name=name, emit_src=False)
+        text = convert(factory(width), name=name, emit_src=False)
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text() != text:     # keep mtimes for the simulators' caches
             path.write_text(text)

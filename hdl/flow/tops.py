@@ -82,10 +82,11 @@ def get(top: str) -> Top:
         raise ValueError(f"unknown top {top!r}; known: {', '.join([*TOPS, *SIM_TOPS])}") from None
 
 
-def export(top: str, width: int, out_dir: Path = None) -> Path:
-    """Write (unless current) and return the Verilog of ``top`` at ``width``: ``ainic_<top>_w<width>.v``."""
+def export(top: str, width: int, out_dir: Path = None, fmt: str = "verilog") -> Path:
+    """Write (unless current) and return the Verilog of ``top`` at ``width``: ``ainic_<top>_w<width>.v``
+    (``fmt="rtlil"``: Yosys' RTLIL of the same netlist, ``.il``)."""
     t = get(top)
-    return _export.export(module_name(top, width), t.factory, width, t.module, out_dir)
+    return _export.export(module_name(top, width), t.factory, width, t.module, out_dir, fmt)
 
 
 __all__ = ["DEFAULT_WIDTH", "EXPORT_WIDTHS", "SIM_TOPS", "TOPS", "Top", "export", "get", "module_name"]

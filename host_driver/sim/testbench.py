@@ -11,6 +11,9 @@ from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
 CLOCK_NS = 4            # 250 MHz, the clock the performance figures are stated at
+#: the widths a block's regression runs at: the narrowest and the widest (contract.limits.WIDTHS has all four;
+#: the packet loopback runs at every one of them)
+SIM_WIDTHS = (64, 512)
 
 
 def seed():

@@ -35,7 +35,7 @@ def _export(root: Path) -> tuple:
     assert res.returncode == 0, res.stderr[-3000:]
     path = Path(res.stdout.strip())
     assert path.is_relative_to(root / "build")
-    return path.read_text(), path.stat().st_mtime_ns, path.with_suffix(".digest").read_text()
+    return path.read_text(), path.stat().st_mtime_ns, path.with_name(path.name + ".digest").read_text()
 
 
 def test_export_is_rebuilt_when_a_contract_value_changes(tmp_path):
