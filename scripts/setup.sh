@@ -36,4 +36,4 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$HASH" ]; then
     .venv/bin/python -m pip install -q -e ".[test]"
     echo "$HASH" > "$STAMP"
 fi
-.venv/bin/python -m host_driver.toolchain --check
+.venv/bin/python -m hdl.flow.toolchain --check
