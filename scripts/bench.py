@@ -26,12 +26,12 @@ ROOT = Path(__file__).resolve().parent.parent
 os.environ["AINIC_BENCH"] = "1"
 
 RUNS = [  # (top, cocotb module, test filter)
-    ("reduction_unit", "cocotb_tests.test_reduction_unit", r"\.throughput"),
-    ("compressor", "cocotb_tests.test_codecs", r"\.throughput"),
-    ("decompressor", "cocotb_tests.test_codecs", r"\.throughput"),
-    ("rx_parser", "cocotb_tests.test_rx_parser", r"\.throughput"),
-    ("tx_builder", "cocotb_tests.test_tx_builder", r"\.throughput"),
-    ("host_bench", "cocotb_tests.test_host_interface", r"\.dma_throughput"),
+    ("reduction_unit", "cocotb_tests.arith.test_reduction_unit", r"\.throughput"),
+    ("compressor", "cocotb_tests.codec.codec_tests", r"\.throughput"),
+    ("decompressor", "cocotb_tests.codec.codec_tests", r"\.throughput"),
+    ("rx_parser", "cocotb_tests.packet.test_rx_parser", r"\.throughput"),
+    ("tx_builder", "cocotb_tests.packet.test_tx_builder", r"\.throughput"),
+    ("host_bench", "cocotb_tests.nic.test_nic", r"\.dma_throughput"),
 ]
 
 

@@ -6,7 +6,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from cocotb_tests import nic_scenarios
+from cocotb_tests.nic import scenarios as nic_scenarios
 from contract import descriptors as ds
 from contract.limits import WIDTHS
 from host_driver.driver.nic import Nic

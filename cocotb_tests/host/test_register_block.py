@@ -97,4 +97,4 @@ async def status_w1c_doorbell_irq_and_errors(dut):
 @pytest.mark.parametrize("width", SIM_WIDTHS)
 def test_register_block(sim, width):
     from host_driver.sim.runner import run
-    run(sim, "register_block", width, "cocotb_tests.test_register_block")
+    run(sim, "register_block", width, __name__)

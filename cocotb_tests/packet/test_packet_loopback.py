@@ -4,7 +4,7 @@ backpressure; every record and payload comes back unchanged."""
 import cocotb
 import pytest
 
-from cocotb_tests.test_tx_builder import IP4, MAC, meta_bytes, random_packet
+from cocotb_tests.packet.test_tx_builder import IP4, MAC, meta_bytes, random_packet
 from contract.limits import WIDTHS
 from contract.protocol import UDP_PORT
 from host_driver.models import protocol as pr
@@ -45,4 +45,4 @@ async def round_trip(dut):
 @pytest.mark.parametrize("width", sorted(WIDTHS))
 def test_packet_loopback(sim, width):
     from host_driver.sim.runner import run
-    run(sim, "packet_loopback", width, "cocotb_tests.test_packet_loopback")
+    run(sim, "packet_loopback", width, __name__)

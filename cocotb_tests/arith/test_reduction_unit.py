@@ -126,12 +126,12 @@ async def throughput(dut):
 @pytest.mark.parametrize("width", SIM_WIDTHS)
 def test_reduction_unit(sim, width):
     from host_driver.sim.runner import run
-    run(sim, TOP, width, "cocotb_tests.test_reduction_unit")
+    run(sim, TOP, width, __name__)
 
 
 def test_scoreboard_catches_one_wrong_bit():
     """The regression can fail: with one expected bit flipped, the fp32 test must report a mismatch."""
     from host_driver.sim.runner import run
     with pytest.raises(AssertionError, match="first bad"):
-        run("icarus", TOP, 64, "cocotb_tests.test_reduction_unit", testcase="fp32_named_edges",
+        run("icarus", TOP, 64, __name__, testcase="fp32_named_edges",
             env={"AINIC_FLIP_EXPECTED_BIT": "1"}, tag="flip")

@@ -7,7 +7,8 @@ import cocotb
 import numpy as np
 import pytest
 
-from cocotb_tests import bench, nic_scenarios
+from cocotb_tests import bench
+from cocotb_tests.nic import scenarios as nic_scenarios
 from host_driver.driver.nic import Nic
 from host_driver.models.nic_model import ModelBackend
 from host_driver.sim.rtl_backend import RtlBackend
@@ -144,7 +145,7 @@ async def scenarios_against_model(dut):
 @pytest.mark.parametrize("width", [w if w < 512 else pytest.param(w, marks=pytest.mark.heavy(60)) for w in SIM_WIDTHS])
 def test_host_interface(sim, width, mode):
     from host_driver.sim.runner import run
-    run(sim, "host_bench", width, "cocotb_tests.test_host_interface", tag=mode,
+    run(sim, "host_bench", width, __name__, tag=mode,
         env={"AINIC_MEMORY_MODE": mode, "COCOTB_TEST_FILTER": "" if mode == "ideal" else r"\.scenarios_"})
 
 

@@ -117,4 +117,4 @@ async def throughput(dut):
 @pytest.mark.parametrize("width", SIM_WIDTHS)
 def test_rx_parser(sim, width):
     from host_driver.sim.runner import run
-    run(sim, "rx_parser", width, "cocotb_tests.test_rx_parser")
+    run(sim, "rx_parser", width, __name__)

@@ -1,16 +1,15 @@
-"""Compressor and decompressor, every codec, against host_driver.models.numerics.compress/decompress bit for bit."""
+"""The cocotb tests of the compressor and the decompressor (run by test_compressor.py and test_decompressor.py), every codec, against host_driver.models.numerics.compress/decompress bit for bit."""
 
 import os
 
 import cocotb
 import numpy as np
-import pytest
 
 from cocotb_tests import bench
 from contract.enums import Codec, names
 from host_driver.models import numerics as nm
 from host_driver.models.vectors import edge_f32_bits
-from host_driver.sim.testbench import SIM_WIDTHS, TB, TRAFFIC, frame, rng, width
+from host_driver.sim.testbench import TB, TRAFFIC, frame, rng, width
 
 CODECS = names(Codec)
 
@@ -172,18 +171,3 @@ async def throughput(dut):
 TESTS_OF = {"compressor": r"\.compress_", "decompressor": r"\.decompress_|bfp_short"}
 if bench.enabled():
     TESTS_OF = {top: f"{tests}|throughput" for top, tests in TESTS_OF.items()}
-
-
-@pytest.mark.parametrize("width", SIM_WIDTHS)
-@pytest.mark.parametrize("top", ["compressor", "decompressor"])
-def test_codec(sim, top, width):
-    from host_driver.sim.runner import run
-    run(sim, top, width, "cocotb_tests.test_codecs", env={"COCOTB_TEST_FILTER": TESTS_OF[top]}, tag=top)
-
-
-@pytest.mark.parametrize("top,test", [("compressor", "compress_bfp4"), ("decompressor", "decompress_fp16")])
-def test_scoreboard_catches_one_wrong_bit(top, test):
-    """The regression can fail: with one expected bit flipped, the codec test must report a difference."""
-    from host_driver.sim.runner import run
-    with pytest.raises(AssertionError, match="first difference"):
-        run("icarus", top, 64, "cocotb_tests.test_codecs", testcase=test, env={"AINIC_FLIP_EXPECTED_BIT": "1"}, tag="flip")

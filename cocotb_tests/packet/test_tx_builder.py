@@ -101,4 +101,4 @@ async def throughput(dut):
 @pytest.mark.parametrize("width", SIM_WIDTHS)
 def test_tx_builder(sim, width):
     from host_driver.sim.runner import run
-    run(sim, "tx_builder", width, "cocotb_tests.test_tx_builder")
+    run(sim, "tx_builder", width, __name__)

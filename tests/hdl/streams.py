@@ -1,0 +1,53 @@
+"""Amaranth-simulator helpers for stream blocks: frames as beats, a driver with random idle cycles and
+a collector with random backpressure (the cocotb tests use cocotbext-axi for the same)."""
+
+import numpy as np
+
+W = 64
+B = W // 8
+
+
+def beats(frame: bytes):
+    for k in range(0, len(frame), B):
+        chunk = frame[k:k + B]
+        yield int.from_bytes(chunk.ljust(B, b"\0"), "little"), (1 << len(chunk)) - 1, k + B >= len(frame)
+
+
+def mac(i):
+    return f"02:00:00:00:01:{i:02x}"
+
+
+def random_frame(rng, dst_mac: str, tag: int):
+    n = int(rng.integers(14, 200))
+    body = bytes(rng.integers(0, 256, n, dtype=np.uint8))
+    return bytes.fromhex(dst_mac.replace(":", "")) + tag.to_bytes(4, "little") + body
+
+
+async def drive(ctx, port, frames, rng, idle):
+    for f in frames:
+        for data, keep, last in beats(f):
+            while idle and rng.random() < idle:
+                ctx.set(port.tvalid, 0)
+                await ctx.tick()
+            ctx.set(port.tdata, data)
+            ctx.set(port.tkeep, keep)
+            ctx.set(port.tlast, last)
+            ctx.set(port.tvalid, 1)
+            await ctx.tick().until(port.tready)
+    ctx.set(port.tvalid, 0)
+
+
+async def collect(ctx, port, out, rng, backpressure, cycles_log=None):
+    buf = b""
+    while True:
+        ctx.set(port.tready, int(not (backpressure and rng.random() < backpressure)))
+        _, _, valid, ready, data, keep, last = await ctx.tick().sample(port.tvalid, port.tready, port.tdata,
+                                                                      port.tkeep, port.tlast)
+        if valid and ready:
+            n = bin(keep).count("1")
+            buf += int(data).to_bytes(B, "little")[:n]
+            if last:
+                out.append(buf)
+                if cycles_log is not None:
+                    cycles_log.append(ctx)
+                buf = b""
