@@ -72,9 +72,9 @@ def test_yosys_elaborates_the_parameterised_top(top, width, tmp_path):
     read as blackbox port declarations: Yosys 0.23's Verilog front end takes minutes over a core's 128 KiB
     receive buffer initialisation (the cores are elaborated by the Verilator lint above at every width, and
     mapped by Yosys in tests/flow/test_verilog.py)."""
-    wrapper = wrapper()
-    assert top[0].read_text().startswith(wrapper)
-    (tmp_path / "wrapper.v").write_text(wrapper)
+    head = wrapper()
+    assert top[0].read_text().startswith(head)
+    (tmp_path / "wrapper.v").write_text(head)
     (tmp_path / "cores.v").write_text(_core_stubs())
     script = (f"read_verilog -defer wrapper.v; read_verilog cores.v; chparam -set DATA_WIDTH {width} ainic_nic; "
               "hierarchy -check -top ainic_nic; stat -top ainic_nic")
