@@ -7,7 +7,10 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=()
 command -v iverilog >/dev/null || APT_PACKAGES+=(iverilog)
 command -v yosys    >/dev/null || APT_PACKAGES+=(yosys)
-command -v tshark   >/dev/null || APT_PACKAGES+=(tshark)     # dissector tests (tools/wireshark)
+command -v tshark   >/dev/null || APT_PACKAGES+=(tshark)     # dissector tests (host_driver/models/ainic.lua)
+# Verilator's FST waveform writer (ainic demo --waves on Verilator) compiles against lz4 and zlib
+[ -f /usr/include/lz4.h ]  || APT_PACKAGES+=(liblz4-dev)
+[ -f /usr/include/zlib.h ] || APT_PACKAGES+=(zlib1g-dev)
 if [ ${#APT_PACKAGES[@]} -gt 0 ]; then
     echo "setup: installing ${APT_PACKAGES[*]} with apt-get"
     SUDO=""
