@@ -7,14 +7,18 @@ import time
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
+from host_driver.sim.testbench import stream_bus
+
 
 class StreamMeter:
-    """Counts, per rising edge, the beats handed over on an input and an output port (tvalid & tready)."""
+    """Counts, per rising edge, the beats handed over on an input and an output port (valid & ready; an
+    AXI-Stream port or a record stream)."""
 
     def __init__(self, dut, inp: str, out: str):
         self.clk = dut.clk
-        self.inp = (getattr(dut, f"{inp}__tvalid"), getattr(dut, f"{inp}__tready"))
-        self.out = (getattr(dut, f"{out}__tvalid"), getattr(dut, f"{out}__tready"))
+        bus = {p: stream_bus(dut, p) for p in (inp, out)}
+        self.inp = (bus[inp].tvalid, bus[inp].tready)
+        self.out = (bus[out].tvalid, bus[out].tready)
         self.cycle = 0
         self.in_cycles = []
         self.out_cycles = []

@@ -2,6 +2,7 @@
 driven by the host driver: the same scenarios as the software model, compared with it record for record."""
 
 import os
+from types import SimpleNamespace
 
 import cocotb
 import numpy as np
@@ -9,6 +10,8 @@ import pytest
 
 from cocotb_tests import bench
 from cocotb_tests.nic import scenarios as nic_scenarios
+from contract import regmap as rm
+from hdl.host.axi import AxiSignature
 from host_driver.driver.nic import Nic
 from host_driver.models.nic_model import ModelBackend
 from host_driver.sim.rtl_backend import RtlBackend
@@ -68,7 +71,7 @@ class CompletionWatch:
         self.mem = bytearray(self.size)                 # the ring as zeroed by Nic.start
         self.fresh = [set() for _ in range(nic.cq_entries)]     # bytes written since the slot's phase last changed
         self.records, self.torn = [], []
-        a = dut.nic
+        a = axi_probes(dut)
         B = width() // 8
 
         async def run():
@@ -76,11 +79,11 @@ class CompletionWatch:
             while True:
                 await RisingEdge(dut.clk)
                 await ReadOnly()
-                if a.m_axi__awvalid.value == 1 and a.m_axi__awready.value == 1:
-                    bursts.append([int(a.m_axi__awaddr.value), int(a.m_axi__awlen.value) + 1])
-                if a.m_axi__wvalid.value == 1 and a.m_axi__wready.value == 1:
+                if a.awvalid.value == 1 and a.awready.value == 1:
+                    bursts.append([int(a.awaddr.value), int(a.awlen.value) + 1])
+                if a.wvalid.value == 1 and a.wready.value == 1:
                     burst = bursts[0]
-                    addr, data, strb = burst[0], int(a.m_axi__wdata.value).to_bytes(B, "little"), int(a.m_axi__wstrb.value)
+                    addr, data, strb = burst[0], int(a.wdata.value).to_bytes(B, "little"), int(a.wstrb.value)
                     burst[0] += B
                     burst[1] -= 1
                     if burst[1] == 0:
@@ -163,19 +166,27 @@ async def timed_copy(nic, nbytes, aligned=True):
     return c
 
 
+def axi_probes(dut) -> SimpleNamespace:
+    """The NIC's AXI4 port as the host bench brings it out (``probe_m_axi__<signal>``), by signal name."""
+    return SimpleNamespace(**{name: getattr(dut, f"probe_m_axi__{name}") for name in AxiSignature(width()).members})
+
+
 class AxiMonitor:
-    """Per cycle: which AXI data beats moved between the NIC and the memory, the doorbell and irq."""
+    """Per cycle: which AXI data beats moved between the NIC and the memory, the doorbell write (the W
+    handshake of an AXI-Lite write to SQ_DOORBELL) and irq."""
 
     def __init__(self, dut):
         from cocotb.triggers import ReadOnly, RisingEdge
         self.dut = dut
         self.events = {"r": [], "w": [], "doorbell": [], "irq": []}
-        nic = dut.nic
-        self.probes = {"r": (nic.m_axi__rvalid, nic.m_axi__rready), "w": (nic.m_axi__wvalid, nic.m_axi__wready),
-                       "doorbell": (nic.cmd.doorbell,), "irq": (dut.irq,)}
+        a = axi_probes(dut)
+        self.probes = {"r": (a.rvalid, a.rready), "w": (a.wvalid, a.wready),
+                       "irq": (dut.irq,)}
+        doorbell = rm.offset("SQ_DOORBELL")
 
         async def run():
             cycle = 0
+            aw = []                                     # addresses of AXI-Lite writes awaiting their data
             while True:
                 await RisingEdge(dut.clk)
                 await ReadOnly()
@@ -183,6 +194,11 @@ class AxiMonitor:
                 for k, sigs in self.probes.items():
                     if all(sig.value == 1 for sig in sigs):
                         self.events[k].append(cycle)
+                if dut.s_axil__awvalid.value == 1 and dut.s_axil__awready.value == 1:
+                    aw.append(int(dut.s_axil__awaddr.value))
+                if dut.s_axil__wvalid.value == 1 and dut.s_axil__wready.value == 1 and aw:
+                    if aw.pop(0) == doorbell:
+                        self.events["doorbell"].append(cycle)
         self.task = cocotb.start_soon(run())
 
     def clear(self):

@@ -2,6 +2,7 @@
 
 import functools
 import operator
+from types import SimpleNamespace
 
 from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
@@ -15,11 +16,11 @@ from hdl.codec.compressor import Compressor
 from hdl.codec.decompressor import Decompressor
 from hdl.codec.wire_size import payload_bytes
 from hdl.engine.ring_sequencer import Item, PlanLayout, RingSequencer
-from hdl.engine.rx_item_check import FIELDS, RxItemCheck, RxMeta
+from hdl.engine.rx_item_check import FIELDS, RxItemCheck
 from hdl.engine.send_credits import SendCredits
 from hdl.engine.tx_header_gen import HeaderConfig, TxHeaderGen
 from hdl.host.dma_reader import DmaCommand
-from hdl.packet.rx_parser import META_BITS
+from hdl.packet.rx_parser import RxMeta
 from hdl.packet.tx_builder import TxMeta
 from hdl.stream.axis import AxiStreamSignature, check_width
 from hdl.stream.stream_fifo import StreamFifo
@@ -103,6 +104,11 @@ def _all(values):
     return functools.reduce(operator.and_, values)
 
 
+def _byte_addr(base, item):
+    """The host byte address of an item's first element in the tensor at ``base``."""
+    return base + Cat(C(0, 2), item.offset)
+
+
 def _pass(m, src, dst, valid, user=None):
     """Connect stream ``src`` to ``dst`` while ``valid`` (a route that is open); returns the beat-taken signal."""
     m.d.comb += [dst.tdata.eq(src.tdata), dst.tkeep.eq(src.tkeep), dst.tlast.eq(src.tlast),
@@ -149,79 +155,98 @@ class CollectiveEngine(wiring.Component):
             "wr_cmd": Out(stream.Signature(DmaCommand)),
             "wr_data": Out(AxiStreamSignature(W)),
             "wr_status": In(stream.Signature(2)),
-            "rx_meta": In(AxiStreamSignature(META_BITS)),
+            "rx_meta": In(stream.Signature(RxMeta)),
             "rx_payload": In(AxiStreamSignature(W)),
-            "tx_meta": Out(AxiStreamSignature(TxMeta.size)),
+            "tx_meta": Out(stream.Signature(TxMeta)),
             "tx_payload": Out(AxiStreamSignature(W)),
             "net": Out(NetCounters),
         })
 
     def elaborate(self, platform):
+        """The data path, stage by stage, in the order a packet meets them; ``p`` carries the blocks and the
+        signals one stage hands to another."""
         m = Module()
-        W = self.width
-        cfg, st = self.cfg, self.status
-        codec = cfg.header.codec
+        p = self._blocks(m)
+        self._queue_items(m, p)
+        self._read_own_data(m, p)
+        self._compress(m, p)
+        self._fork_compressed(m, p)
+        self._take_headers_and_acks(m, p)
+        self._receive(m, p)
+        self._buffer_fork_branches(m, p)
+        self._transmit(m, p)
+        self._send_acks(m, p)
+        self._write_to_host(m, p)
+        self._run_state(m, p)
+        return m
 
-        m.submodules.seq = seq = RingSequencer()
-        m.submodules.comp = comp = Compressor(W)
-        m.submodules.d_rx = d_rx = Decompressor(W)
-        m.submodules.d_out = d_out = Decompressor(W)
-        m.submodules.ru = ru = ReductionUnit(W)
-        m.submodules.fork1 = fork1 = StreamFork(W)
-        m.submodules.fork2 = fork2 = StreamFork(W)
-        m.submodules.rx_check = rx_check = RxItemCheck()
-        m.submodules.tx_hdr = tx_hdr = TxHeaderGen()
+    def _blocks(self, m):
+        """The sequencer, codecs, reduction unit, forks, header generator and checker, and their settings."""
+        W, cfg = self.width, self.cfg
+        p = SimpleNamespace(
+            seq=RingSequencer(), comp=Compressor(W), d_rx=Decompressor(W), d_out=Decompressor(W),
+            ru=ReductionUnit(W), fork1=StreamFork(W), fork2=StreamFork(W), rx_check=RxItemCheck(),
+            tx_hdr=TxHeaderGen(), send_credits=SendCredits(W, self.credits),
+        )
+        for name, block in vars(p).items():
+            m.submodules[name] = block
+        h = cfg.header
+        p.codec = h.codec
+        p.next_rank = Mux(h.rank == h.nodes - 1, 0, h.rank + 1)
+        p.prev_rank = Mux(h.rank == 0, h.nodes - 1, h.rank - 1)
         m.d.comb += [
-            seq.plan.eq(cfg.plan), seq.start.eq(self.start),
-            comp.cfg_codec.eq(codec), d_rx.cfg_codec.eq(codec), d_out.cfg_codec.eq(codec),
-            ru.cfg_dtype.eq(cfg.header.dtype), ru.stat_clear.eq(self.start),
-            tx_hdr.cfg.eq(cfg.header), tx_hdr.start.eq(self.start),
-            rx_check.cfg.rank.eq(cfg.header.rank), rx_check.cfg.nodes.eq(cfg.header.nodes),
-            rx_check.cfg.codec.eq(cfg.header.codec), rx_check.cfg.dtype.eq(cfg.header.dtype),
-            rx_check.cfg.job.eq(cfg.header.job), rx_check.cfg.collective.eq(cfg.header.collective),
-            rx_check.cfg.prev_ip.eq(cfg.prev_ip), rx_check.start.eq(self.start),
+            p.seq.plan.eq(cfg.plan), p.seq.start.eq(self.start),
+            p.comp.cfg_codec.eq(h.codec), p.d_rx.cfg_codec.eq(h.codec), p.d_out.cfg_codec.eq(h.codec),
+            p.ru.cfg_dtype.eq(h.dtype), p.ru.stat_clear.eq(self.start),
+            p.tx_hdr.cfg.eq(h), p.tx_hdr.start.eq(self.start),
+            p.rx_check.cfg.rank.eq(h.rank), p.rx_check.cfg.nodes.eq(h.nodes),
+            p.rx_check.cfg.codec.eq(h.codec), p.rx_check.cfg.dtype.eq(h.dtype),
+            p.rx_check.cfg.job.eq(h.job), p.rx_check.cfg.collective.eq(h.collective),
+            p.rx_check.cfg.prev_ip.eq(cfg.prev_ip), p.rx_check.start.eq(self.start),
         ]
+        return p
 
-        # -- items to the stages' queues ---------------------------------------------------------------------
+    def _queue_items(self, m, p):
+        """Each sequencer item goes to the queue of every stage that has work for it (:data:`STAGES`), all
+        in the same cycle: the sequencer waits while any of those queues is full."""
         depth = self.queue_depth
         q = {name: _ItemQueue(m, name, depth, follow_fifo=name not in ("receive", "transmit")) for name in STAGES}
         q["own"] = _ItemQueue(m, "own", depth)           # read commands issued, data not yet routed
-        it = seq.items.payload
+        items = p.seq.items
         need = {name: Signal(name=f"need_{name}") for name in STAGES}
         for name, kinds in STAGES.items():
-            m.d.comb += need[name].eq(_any(it.kind == k for k in kinds))
+            m.d.comb += need[name].eq(_any(items.payload.kind == k for k in kinds))
         all_room = Signal()
-        m.d.comb += all_room.eq(_all(~need[n] | q[n].fifo.w_rdy for n in STAGES))
-        m.d.comb += seq.items.ready.eq(all_room)
+        m.d.comb += [all_room.eq(_all(~need[n] | q[n].fifo.w_rdy for n in STAGES)), items.ready.eq(all_room)]
         for name in STAGES:
-            m.d.comb += [q[name].fifo.w_data.eq(it), q[name].fifo.w_en.eq(seq.items.valid & all_room & need[name])]
+            m.d.comb += [q[name].fifo.w_data.eq(items.payload),
+                         q[name].fifo.w_en.eq(items.valid & all_room & need[name])]
+        p.q = q
 
-        def byte_addr(base, item):
-            return base + Cat(C(0, 2), item.offset)
-
-        # -- read: one DMA read per own packet, its item then waits in the own-read router's queue ----------
-        rdq, own = q["read"], q["own"]
+    def _read_own_data(self, m, p):
+        """One DMA read per own packet; its item then waits in the ``own`` queue, which routes the data:
+        send and gather -> the compressor's input (``p.own_send``), reduce and final -> reduction unit
+        operand b. Tracks the worst read response (``p.read_resp``)."""
+        rdq, own, ru, rd = p.q["read"], p.q["own"], p.ru, self.rd_data
+        issued = self.rd_cmd.valid & self.rd_cmd.ready
         m.d.comb += [
             self.rd_cmd.valid.eq(rdq.have & own.fifo.w_rdy),
-            self.rd_cmd.payload.addr.eq(byte_addr(cfg.src, rdq.item)),
+            self.rd_cmd.payload.addr.eq(_byte_addr(self.cfg.src, rdq.item)),
             self.rd_cmd.payload.length.eq(Cat(C(0, 2), rdq.item.count)),
-            own.fifo.w_data.eq(rdq.item), own.fifo.w_en.eq(self.rd_cmd.valid & self.rd_cmd.ready),
-            rdq.done.eq(self.rd_cmd.valid & self.rd_cmd.ready),
+            own.fifo.w_data.eq(rdq.item), own.fifo.w_en.eq(issued), rdq.done.eq(issued),
         ]
-        # own-read router: send -> compressor input mux; reduce/final -> reduction unit operand b
-        rd = self.rd_data
-        own_send = AxiStreamSignature(W).create(path=("own_send",))
+        p.own_send = own_send = AxiStreamSignature(self.width).create(path=("own_send",))
         t1 = _pass(m, rd, own_send, own.kind_is(*OWN_ONLY))
         t2 = _pass(m, rd, ru.s_axis_b, own.kind_is(*SUMS))
         m.d.comb += [rd.tready.eq(Mux(own.kind_is(*OWN_ONLY), own_send.tready, ru.s_axis_b.tready) & own.have),
                      own.done.eq((t1 | t2) & rd.tlast)]
-        read_resp = Signal(2)
-        with m.If(rd.tvalid & rd.tready & (rd.tuser > read_resp)):
-            m.d.sync += read_resp.eq(rd.tuser)
+        p.read_resp = Signal(2)
+        with m.If(rd.tvalid & rd.tready & (rd.tuser > p.read_resp)):
+            m.d.sync += p.read_resp.eq(rd.tuser)
 
-        # -- compressor input: own data (send) or the reduction unit's sum (reduce, final) -----------------
-        cq = q["compress"]
-        c_in = comp.s_axis
+    def _compress(self, m, p):
+        """The compressor's input: own data (send, gather) or the reduction unit's sum (reduce, final)."""
+        cq, c_in, own_send, ru = p.q["compress"], p.comp.s_axis, p.own_send, p.ru
         is_send = cq.kind_is(*OWN_ONLY)
         m.d.comb += [
             c_in.tdata.eq(Mux(is_send, own_send.tdata, ru.m_axis.tdata)),
@@ -233,49 +258,50 @@ class CollectiveEngine(wiring.Component):
             cq.done.eq(c_in.tvalid & c_in.tready & c_in.tlast),
         ]
 
-        # -- fork 1: compressed packets -> transmit (not scatter_end), and -> the host decompressor ---------
-        f1 = q["fork1"]
+    def _fork_compressed(self, m, p):
+        """Fork 1: compressed packets -> transmit (all but scatter_end), and -> the host decompressor
+        (final, gather, scatter_end)."""
+        f1, comp, fork1 = p.q["fork1"], p.comp, p.fork1
         t = _pass(m, comp.m_axis, fork1.s_axis, f1.have)
         m.d.comb += [comp.m_axis.tready.eq(fork1.s_axis.tready & f1.have),
                      fork1.enable_a.eq(~f1.kind_is(SCATTER_END)), fork1.enable_b.eq(f1.kind_is(*TO_HOST_FROM_FORK1)),
                      f1.done.eq(t & comp.m_axis.tlast)]
 
-        # -- receive credits (contract/credits.py): acks from the next rank raise this rank's limits --------
-        # Every header from the parser is taken at once: acks update the limits, data headers wait in
-        # rx_meta_q (room for RX_FRAMES, which credits never exceed), so an ack is never stuck behind data.
-        B = W // 8
-        shift = B.bit_length() - 1
-        cc = self.credits
-        m.submodules.send_credits = gate = SendCredits(W, cc)
-        used_frames, used_beats = Signal(32), Signal(32)        # consumed here, since reset
-        acked_at = Signal(32)
-        m.submodules.rx_meta_q = rx_meta_q = fifo.SyncFIFOBuffered(width=META_BITS, depth=cc.rx_frames)
-        rmeta = data.View(RxMeta, self.rx_meta.tdata)
-        is_ack = rmeta.ainic.opcode == FrameOpcode.ack
-        nodes = cfg.header.nodes
-        next_rank = Mux(cfg.header.rank == nodes - 1, 0, cfg.header.rank + 1)
+    def _take_headers_and_acks(self, m, p):
+        """Every header from the parser is taken at once: an ack from the next rank raises this rank's send
+        limits (contract/credits.py, :class:`SendCredits`); a data header waits in ``rx_meta_q`` (room for
+        RX_FRAMES, which credits never exceed), so an ack is never stuck behind data."""
+        cc, meta, gate = self.credits, self.rx_meta, p.send_credits
+        m.submodules.rx_meta_q = p.rx_meta_q = rx_meta_q = fifo.SyncFIFOBuffered(width=RxMeta.size,
+                                                                                  depth=cc.rx_frames)
+        h = meta.payload.ainic
+        is_ack = h.opcode == FrameOpcode.ack
         m.d.comb += [
-            self.rx_meta.tready.eq(is_ack | rx_meta_q.w_rdy),
-            rx_meta_q.w_data.eq(self.rx_meta.tdata), rx_meta_q.w_en.eq(self.rx_meta.tvalid & ~is_ack),
+            meta.ready.eq(is_ack | rx_meta_q.w_rdy),
+            rx_meta_q.w_data.eq(meta.payload), rx_meta_q.w_en.eq(meta.valid & ~is_ack),
+            gate.limit_valid.eq(meta.valid & is_ack & (h.src_rank == p.next_rank)),
+            gate.limit_frames.eq(h.psn), gate.limit_beats.eq(h.offset),
         ]
-        m.d.comb += [gate.limit_valid.eq(self.rx_meta.tvalid & is_ack & (rmeta.ainic.src_rank == next_rank)),
-                     gate.limit_frames.eq(rmeta.ainic.psn), gate.limit_beats.eq(rmeta.ainic.offset)]
 
-        # -- receive: headers checked against the items, payload routed --------------------------------------
-        rq = q["receive"]
+    def _receive(self, m, p):
+        """Received headers are checked against the receive queue's items (:class:`RxItemCheck`, OR of the
+        mismatches in ``p.mismatch``); payloads go to the receive decompressor (reduce, final, scatter_end)
+        or to fork 2 (forward, last). Counts what this rank consumed (``p.used_frames``, ``p.used_beats``:
+        what its acks report) and its received data frames."""
+        rq, rx_check, rx_meta_q = p.q["receive"], p.rx_check, p.rx_meta_q
         m.d.comb += [
             rx_check.items.valid.eq(rq.fifo.r_rdy), rx_check.items.payload.eq(rq.fifo.r_data),
-            rx_check.s_meta.tdata.eq(rx_meta_q.r_data), rx_check.s_meta.tkeep.eq(-1),
-            rx_check.s_meta.tlast.eq(1), rx_check.s_meta.tvalid.eq(rx_meta_q.r_rdy),
-            rx_meta_q.r_en.eq(rx_check.s_meta.tready),
+            rx_check.s_meta.payload.eq(rx_meta_q.r_data), rx_check.s_meta.valid.eq(rx_meta_q.r_rdy),
+            rx_meta_q.r_en.eq(rx_check.s_meta.ready),
         ]
         # the receive queue's current item is the checked one (RxItemCheck is combinational)
-        checked_take = rq.follow(rx_check.checked.valid, rx_check.checked.payload.item)
-        m.d.comb += [rx_check.checked.ready.eq(rq.free), rq.fifo.r_en.eq(rx_check.items.valid & rx_check.items.ready)]
-        mismatch = Signal(len(FIELDS))
-        with m.If(checked_take & (rx_check.checked.payload.mismatch != 0)):
-            m.d.sync += mismatch.eq(mismatch | rx_check.checked.payload.mismatch)
-        rx = self.rx_payload
+        checked = rx_check.checked
+        checked_take = rq.follow(checked.valid, checked.payload.item)
+        m.d.comb += [checked.ready.eq(rq.free), rq.fifo.r_en.eq(rx_check.items.valid & rx_check.items.ready)]
+        p.mismatch = Signal(len(FIELDS))
+        with m.If(checked_take & (checked.payload.mismatch != 0)):
+            m.d.sync += p.mismatch.eq(p.mismatch | checked.payload.mismatch)
+        rx, d_rx, fork2 = self.rx_payload, p.d_rx, p.fork2
         t1 = _pass(m, rx, d_rx.s_axis, rq.kind_is(*SUMS), user=rq.item.count)
         t2 = _pass(m, rx, fork2.s_axis, rq.kind_is(FORWARD, LAST))
         m.d.comb += [
@@ -283,68 +309,50 @@ class CollectiveEngine(wiring.Component):
             rq.done.eq((t1 | t2) & rx.tlast),
             fork2.enable_a.eq(rq.kind_is(FORWARD)), fork2.enable_b.eq(1),
         ]
-        # what this rank consumed (frames, buffer beats) and its data-frame counters
+        wiring.connect(m, d_rx.m_axis, p.ru.s_axis_a)
+        p.used_frames, p.used_beats = Signal(32), Signal(32)        # consumed here, since reset
         rx_bytes = Signal(64)
-        rx_plen = payload_bytes(m, codec, rq.item.count, "rx_plen")
+        rx_plen = payload_bytes(m, p.codec, rq.item.count, "rx_plen")
         with m.If(t1 | t2):
-            m.d.sync += used_beats.eq(used_beats + 1)
+            m.d.sync += p.used_beats.eq(p.used_beats + 1)
         with m.If(rq.done):
-            m.d.sync += [used_frames.eq(used_frames + 1), rx_bytes.eq(rx_bytes + FRAME_HEADER_BYTES + rx_plen)]
-        m.d.comb += [self.net.rx_frames.eq(used_frames), self.net.rx_bytes.eq(rx_bytes)]
-        wiring.connect(m, d_rx.m_axis, ru.s_axis_a)
+            m.d.sync += [p.used_frames.eq(p.used_frames + 1), rx_bytes.eq(rx_bytes + FRAME_HEADER_BYTES + rx_plen)]
+        m.d.comb += [self.net.rx_frames.eq(p.used_frames), self.net.rx_bytes.eq(rx_bytes)]
 
-        # FIFOs behind the forks' branches that wait on another stage (D_out for final and forwarded packets,
-        # transmit for forwarded ones): without them the compressor, the receive router and D_out run in
-        # lock step within a key (a final packet holds the compressor until D_out is free; a forwarded one
-        # holds the receive router, starving the next reduce)
-        fifos = {}
-        for name, branch in (("f1b", fork1.m_axis_b), ("f2a", fork2.m_axis_a), ("f2b", fork2.m_axis_b)):
-            m.submodules[f"fifo_{name}"] = f = StreamFifo(W, self.fork_fifo_beats)
-            wiring.connect(m, branch, f.s_axis)
-            fifos[name] = f.m_axis
+    def _buffer_fork_branches(self, m, p):
+        """FIFOs behind the forks' branches that wait on another stage (D_out for final and forwarded
+        packets, transmit for forwarded ones): without them the compressor, the receive router and D_out
+        run in lock step within a key (a final packet holds the compressor until D_out is free; a forwarded
+        one holds the receive router, starving the next reduce). ``p.branch[name]`` is each FIFO's output."""
+        p.branch = {}
+        for name, src in (("f1b", p.fork1.m_axis_b), ("f2a", p.fork2.m_axis_a), ("f2b", p.fork2.m_axis_b)):
+            m.submodules[f"fifo_{name}"] = f = StreamFifo(self.width, self.fork_fifo_beats)
+            wiring.connect(m, src, f.s_axis)
+            p.branch[name] = f.m_axis
 
-        # -- transmit: header record + payload (fork 1 for own packets, fork 2 for forwarded ones) ----------
-        # A packet is sent only within the next rank's limits: one frame, and its payload's beats.
-        tq = q["transmit"]
+    def _transmit(self, m, p):
+        """Header record (:class:`TxHeaderGen`) + payload (fork 1 for own packets, fork 2 for forwarded
+        ones). A packet is sent only within the next rank's limits: one frame, and its payload's beats.
+        Counts the data frames sent."""
+        tq, tx_hdr, gate = p.q["transmit"], p.tx_hdr, p.send_credits
+        B = self.width // 8
         next_item = data.View(Item, tq.fifo.r_data)
-        tx_plen = payload_bytes(m, codec, next_item.count, "tx_plen")
-        credit = gate.ok
+        tx_plen = payload_bytes(m, p.codec, next_item.count, "tx_plen")
         m.d.comb += [
-            gate.beats.eq((tx_plen + B - 1) >> shift),
-            tx_hdr.items.valid.eq(tq.fifo.r_rdy & tq.free & credit), tx_hdr.items.payload.eq(tq.fifo.r_data),
-            tq.fifo.r_en.eq(tq.follow(tq.fifo.r_rdy & tx_hdr.items.ready & credit, tq.fifo.r_data)),
+            gate.beats.eq((tx_plen + B - 1) >> (B.bit_length() - 1)),
+            tx_hdr.items.valid.eq(tq.fifo.r_rdy & tq.free & gate.ok), tx_hdr.items.payload.eq(tq.fifo.r_data),
+            tq.fifo.r_en.eq(tq.follow(tq.fifo.r_rdy & tx_hdr.items.ready & gate.ok, tq.fifo.r_data)),
             gate.take.eq(tq.fifo.r_en),
         ]
-
-        # Acks to the previous rank (every ACK_EVERY consumed frames) go out between data frames, first.
-        ack = Signal(TxMeta)
-        ah = ack.ainic
-        ack_due = Signal()
-        m.d.comb += [
-            ack_due.eq((used_frames - acked_at)[:32] >= cc.ack_every),
-            ah.version.eq(VERSION), ah.opcode.eq(FrameOpcode.ack),
-            ah.job.eq(cfg.header.job), ah.collective.eq(cfg.header.collective),
-            ah.src_rank.eq(cfg.header.rank), ah.dst_rank.eq(Mux(cfg.header.rank == 0, nodes - 1, cfg.header.rank - 1)),
-            ah.psn.eq(used_frames + cc.rx_frames), ah.offset.eq(used_beats + cc.advertised_beats(W)),
-            ack.dst_ip.eq(cfg.prev_ip), ack.dst_mac.eq(cfg.prev_mac),
-        ]
-        hm, tm = tx_hdr.m_meta, self.tx_meta
-        m.d.comb += [
-            tm.tdata.eq(Mux(ack_due, ack, hm.tdata)), tm.tkeep.eq(-1), tm.tlast.eq(1),
-            tm.tvalid.eq(ack_due | hm.tvalid), hm.tready.eq(tm.tready & ~ack_due),
-        ]
-        with m.If(ack_due & tm.tready):
-            # one ack per ACK_EVERY frames (it reports what was consumed when it leaves, maybe a little more)
-            m.d.sync += acked_at.eq(acked_at + cc.ack_every)
+        sent = tx_hdr.m_meta
         tx_frames, tx_bytes = Signal(32), Signal(64)
-        sent_meta = data.View(TxMeta, hm.tdata)
-        hdr_plen = payload_bytes(m, sent_meta.ainic.codec, sent_meta.ainic.count, "hdr_plen")
-        with m.If(hm.tvalid & hm.tready):
+        hdr_plen = payload_bytes(m, sent.payload.ainic.codec, sent.payload.ainic.count, "hdr_plen")
+        with m.If(sent.valid & sent.ready):
             m.d.sync += [tx_frames.eq(tx_frames + 1), tx_bytes.eq(tx_bytes + FRAME_HEADER_BYTES + hdr_plen)]
         m.d.comb += [self.net.tx_frames.eq(tx_frames), self.net.tx_bytes.eq(tx_bytes)]
         tp = self.tx_payload
         fwd = tq.kind_is(FORWARD)
-        a1, a2 = fork1.m_axis_a, fifos["f2a"]
+        a1, a2 = p.fork1.m_axis_a, p.branch["f2a"]
         m.d.comb += [
             tp.tdata.eq(Mux(fwd, a2.tdata, a1.tdata)), tp.tkeep.eq(Mux(fwd, a2.tkeep, a1.tkeep)),
             tp.tlast.eq(Mux(fwd, a2.tlast, a1.tlast)),
@@ -354,22 +362,48 @@ class CollectiveEngine(wiring.Component):
             tq.done.eq(tp.tvalid & tp.tready & tp.tlast),
         ]
 
-        # -- host out: D_out (final, gather, scatter_end: fork 1; forward, last: fork 2) -> DMA write ------
-        hq = q["host_out"]
-        b1, b2 = fifos["f1b"], fifos["f2b"]
+    def _send_acks(self, m, p):
+        """Acks to the previous rank, one per ACK_EVERY consumed frames, go out on ``tx_meta`` between data
+        frames and before them; an ack reports what was consumed when it leaves (maybe a little more than
+        ACK_EVERY frames' worth) plus the receive buffer's size (contract/credits.py)."""
+        cc, h = self.credits, self.cfg.header
+        acked_at = Signal(32)
+        ack = Signal(TxMeta)
+        ah = ack.ainic
+        ack_due = Signal()
+        m.d.comb += [
+            ack_due.eq((p.used_frames - acked_at)[:32] >= cc.ack_every),
+            ah.version.eq(VERSION), ah.opcode.eq(FrameOpcode.ack),
+            ah.job.eq(h.job), ah.collective.eq(h.collective),
+            ah.src_rank.eq(h.rank), ah.dst_rank.eq(p.prev_rank),
+            ah.psn.eq(p.used_frames + cc.rx_frames), ah.offset.eq(p.used_beats + cc.advertised_beats(self.width)),
+            ack.dst_ip.eq(self.cfg.prev_ip), ack.dst_mac.eq(self.cfg.prev_mac),
+        ]
+        data_hdr, out = p.tx_hdr.m_meta, self.tx_meta
+        m.d.comb += [
+            out.payload.eq(Mux(ack_due, ack, data_hdr.payload)),
+            out.valid.eq(ack_due | data_hdr.valid), data_hdr.ready.eq(out.ready & ~ack_due),
+        ]
+        with m.If(ack_due & out.ready):
+            m.d.sync += acked_at.eq(acked_at + cc.ack_every)
+
+    def _write_to_host(self, m, p):
+        """D_out (final, gather, scatter_end from fork 1; forward, last from fork 2) -> DMA write. The write
+        command goes out with the packet's first beat; the data follows through D_out. Tracks the writes
+        not yet answered (``p.pending``), the worst write response and the bytes written."""
+        hq, d = p.q["host_out"], p.d_out.s_axis
+        b1, b2 = p.branch["f1b"], p.branch["f2b"]
         fin = hq.kind_is(*TO_HOST_FROM_FORK1)
-        d = d_out.s_axis
         m.d.comb += [
             d.tdata.eq(Mux(fin, b1.tdata, b2.tdata)), d.tkeep.eq(Mux(fin, b1.tkeep, b2.tkeep)),
             d.tlast.eq(Mux(fin, b1.tlast, b2.tlast)), d.tuser.eq(hq.item.count),
             d.tvalid.eq(hq.have & Mux(fin, b1.tvalid, b2.tvalid)),
             b1.tready.eq(fin & d.tready), b2.tready.eq(hq.kind_is(FORWARD, LAST) & d.tready),
         ]
-        # the write command goes out with the packet's first beat; the data follows through D_out
         cmd_sent = Signal()
         m.d.comb += [
             self.wr_cmd.valid.eq(hq.have & ~cmd_sent),
-            self.wr_cmd.payload.addr.eq(byte_addr(cfg.dst, hq.item)),
+            self.wr_cmd.payload.addr.eq(_byte_addr(self.cfg.dst, hq.item)),
             self.wr_cmd.payload.length.eq(Cat(C(0, 2), hq.item.count)),
             hq.done.eq(d.tvalid & d.tready & d.tlast & (cmd_sent | self.wr_cmd.ready)),
         ]
@@ -377,30 +411,32 @@ class CollectiveEngine(wiring.Component):
             m.d.sync += cmd_sent.eq(0)
         with m.Elif(self.wr_cmd.valid & self.wr_cmd.ready):
             m.d.sync += cmd_sent.eq(1)
-        wiring.connect(m, d_out.m_axis, wiring.flipped(self.wr_data))
-        pending = Signal(32)
-        write_resp = Signal(2)
+        wiring.connect(m, p.d_out.m_axis, wiring.flipped(self.wr_data))
+        p.pending = Signal(32)
+        p.write_resp = Signal(2)
+        p.host_bytes = Signal(64)
         issued = self.wr_cmd.valid & self.wr_cmd.ready
         answered = self.wr_status.valid
         m.d.comb += self.wr_status.ready.eq(1)
-        m.d.sync += pending.eq(pending + issued - answered)
-        host_bytes = Signal(64)
+        m.d.sync += p.pending.eq(p.pending + issued - answered)
         with m.If(issued):
-            m.d.sync += host_bytes.eq(host_bytes + self.wr_cmd.payload.length)
-        with m.If(answered & (self.wr_status.payload > write_resp)):
-            m.d.sync += write_resp.eq(self.wr_status.payload)
+            m.d.sync += p.host_bytes.eq(p.host_bytes + self.wr_cmd.payload.length)
+        with m.If(answered & (self.wr_status.payload > p.write_resp)):
+            m.d.sync += p.write_resp.eq(self.wr_status.payload)
 
-        # -- run state ----------------------------------------------------------------------------------------
+    def _run_state(self, m, p):
+        """``busy`` from ``start`` until the sequencer is done, every queue is empty and every write has been
+        answered; ``status`` (cleared by ``start``)."""
         running = Signal()
         all_idle = Signal()
-        m.d.comb += all_idle.eq(_all(q[n].idle for n in q))
+        m.d.comb += all_idle.eq(_all(q.idle for q in p.q.values()))
         with m.If(self.start):
-            m.d.sync += [running.eq(1), read_resp.eq(0), write_resp.eq(0), mismatch.eq(0), host_bytes.eq(0)]
-        with m.Elif(running & ~seq.busy & all_idle & (pending == 0)):
+            m.d.sync += [running.eq(1), p.read_resp.eq(0), p.write_resp.eq(0), p.mismatch.eq(0), p.host_bytes.eq(0)]
+        with m.Elif(running & ~p.seq.busy & all_idle & (p.pending == 0)):
             m.d.sync += running.eq(0)
+        st = self.status
         m.d.comb += [
             self.busy.eq(running),
-            st.read_resp.eq(read_resp), st.write_resp.eq(write_resp), st.mismatch.eq(mismatch),
-            st.overflow.eq(ru.stat_overflow), st.framing.eq(ru.stat_framing), st.host_bytes.eq(host_bytes),
+            st.read_resp.eq(p.read_resp), st.write_resp.eq(p.write_resp), st.mismatch.eq(p.mismatch),
+            st.overflow.eq(p.ru.stat_overflow), st.framing.eq(p.ru.stat_framing), st.host_bytes.eq(p.host_bytes),
         ]
-        return m

@@ -6,14 +6,10 @@ from amaranth.lib.wiring import In, Out
 
 from contract.enums import FrameFlag, FrameOpcode, PhaseKind
 from hdl.engine.ring_sequencer import Item
-from hdl.packet.headers import AinicHeader
-from hdl.packet.rx_parser import META_BITS
-from hdl.stream.axis import AxiStreamSignature
+from hdl.packet.rx_parser import RxMeta
 
 RxCheckConfig = data.StructLayout({"rank": 16, "nodes": 16, "codec": 4, "dtype": 4, "job": 16,
                                    "collective": 16, "prev_ip": 32})
-RxMeta = data.StructLayout({"ainic": AinicHeader, "src_ip": 32})
-assert RxMeta.size == META_BITS
 
 #: which header fields disagreed, one bit each (``stat_mismatch_fields`` accumulates them)
 FIELDS = ("opcode", "codec_dtype", "job_collective", "ranks", "chunk", "offset", "count", "flags", "psn", "src_ip")
@@ -33,7 +29,7 @@ class RxItemCheck(wiring.Component):
             "cfg": In(RxCheckConfig),
             "start": In(1),
             "items": In(stream.Signature(Item)),
-            "s_meta": In(AxiStreamSignature(META_BITS)),
+            "s_meta": In(stream.Signature(RxMeta)),
             "checked": Out(stream.Signature(data.StructLayout({"item": Item, "mismatch": len(FIELDS)}))),
             "stat_mismatches": Out(32),
         })
@@ -41,8 +37,7 @@ class RxItemCheck(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         it, cfg = self.items.payload, self.cfg
-        meta = Signal(RxMeta)
-        m.d.comb += meta.eq(self.s_meta.tdata)
+        meta = self.s_meta.payload
         h = meta.ainic
         psn = Signal(32)
         K = PhaseKind
@@ -69,11 +64,11 @@ class RxItemCheck(wiring.Component):
         out = self.checked
         m.d.comb += [
             out.payload.item.eq(it), out.payload.mismatch.eq(mismatch),
-            out.valid.eq(self.items.valid & (~receives | self.s_meta.tvalid)),
-            self.items.ready.eq(out.ready & (~receives | self.s_meta.tvalid)),
-            self.s_meta.tready.eq(self.items.valid & receives & out.ready),
+            out.valid.eq(self.items.valid & (~receives | self.s_meta.valid)),
+            self.items.ready.eq(out.ready & (~receives | self.s_meta.valid)),
+            self.s_meta.ready.eq(self.items.valid & receives & out.ready),
         ]
-        with m.If(self.s_meta.tvalid & self.s_meta.tready):
+        with m.If(self.s_meta.valid & self.s_meta.ready):
             m.d.sync += psn.eq(psn + 1)
             with m.If(mismatch != 0):
                 m.d.sync += self.stat_mismatches.eq(self.stat_mismatches + 1)

@@ -8,7 +8,6 @@ from contract.enums import FrameFlag, FrameOpcode, PhaseKind
 from contract.protocol import VERSION
 from hdl.engine.ring_sequencer import Item
 from hdl.packet.tx_builder import TxMeta
-from hdl.stream.axis import AxiStreamSignature
 
 HeaderConfig = data.StructLayout({
     "rank": 16, "nodes": 16, "codec": 4, "dtype": 4, "job": 16, "collective": 16,
@@ -28,14 +27,14 @@ class TxHeaderGen(wiring.Component):
             "cfg": In(HeaderConfig),
             "start": In(1),
             "items": In(stream.Signature(Item)),
-            "m_meta": Out(AxiStreamSignature(TxMeta.size)),
+            "m_meta": Out(stream.Signature(TxMeta)),
         })
 
     def elaborate(self, platform):
         m = Module()
         it, cfg = self.items.payload, self.cfg
         psn = Signal(32)
-        meta = Signal(TxMeta)
+        meta = self.m_meta.payload
         h = meta.ainic
         K = PhaseKind
         sends = (it.kind != K.last) & (it.kind != K.scatter_end)
@@ -49,11 +48,10 @@ class TxHeaderGen(wiring.Component):
             h.src_rank.eq(cfg.rank), h.dst_rank.eq(Mux(cfg.rank == cfg.nodes - 1, 0, cfg.rank + 1)),
             h.chunk.eq(it.chunk), h.count.eq(it.count), h.offset.eq(it.offset), h.psn.eq(psn),
             meta.dst_ip.eq(cfg.next_ip), meta.dst_mac.eq(cfg.next_mac),
-            self.m_meta.tdata.eq(meta), self.m_meta.tkeep.eq(-1), self.m_meta.tlast.eq(1),
-            self.m_meta.tvalid.eq(self.items.valid & sends),
-            self.items.ready.eq(self.m_meta.tready | ~sends),
+            self.m_meta.valid.eq(self.items.valid & sends),
+            self.items.ready.eq(self.m_meta.ready | ~sends),
         ]
-        with m.If(self.m_meta.tvalid & self.m_meta.tready):
+        with m.If(self.m_meta.valid & self.m_meta.ready):
             m.d.sync += psn.eq(psn + 1)
         with m.If(self.start):
             m.d.sync += psn.eq(0)

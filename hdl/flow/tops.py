@@ -29,10 +29,9 @@ EXPORT_WIDTHS = WIDTHS
 @dataclass(frozen=True)
 class Top:
     """A top: ``factory(width)`` builds it. ``sources(width)``: other Verilog files a simulation of it
-    needs; ``probes_internals``: its testbench reads internal signals (they stay visible in Verilator)."""
+    needs."""
     factory: object
     sources: object = field(default=lambda width: ())
-    probes_internals: bool = False
     #: the Python module its export's cache key starts from (default: where the factory is defined)
     module: str = None
 
@@ -68,7 +67,7 @@ def _cluster_sources(width: int) -> tuple:
 
 
 SIM_TOPS = {
-    "host_bench": Top(HostBench, sources=lambda width: (MEMORY_SOURCE,), probes_internals=True),
+    "host_bench": Top(HostBench, sources=lambda width: (MEMORY_SOURCE,)),
     # the bench instantiates the exported NIC by module name: its own Verilog depends on the bench alone
     **{f"cluster_n{n}": Top(partial(_cluster, n), _cluster_sources, module=ClusterBench.__module__)
        for n in range(2, MAX_CLUSTER_NODES + 1)},

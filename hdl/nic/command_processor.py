@@ -1,5 +1,7 @@
 """Command processor: fetches descriptors from the submission ring, checks them, runs them, writes completions."""
 
+from types import SimpleNamespace
+
 from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -29,6 +31,7 @@ RingConfig = data.StructLayout({
 #: what it reports
 RingStatus = data.StructLayout({"sq_head": 16, "sq_tail": 16, "cq_tail": 16, "completed": 32, "errors": 32})
 ERR = rm.field_masks("ERROR_STATUS")
+IRQ = rm.field_masks("IRQ_STATUS")
 
 
 def _any(values):
@@ -36,7 +39,6 @@ def _any(values):
     for v in values:
         out = out | v
     return out
-IRQ = rm.field_masks("IRQ_STATUS")
 
 
 def check_descriptor(m, d, cfg):
@@ -133,252 +135,294 @@ class CommandProcessor(wiring.Component):
         })
 
     def elaborate(self, platform):
+        """One descriptor at a time through the states below; ``s`` carries the registers they share."""
         m = Module()
-        W = self.width
-        record_beats = 512 // W
-        cfg, st = self.cfg, self.stat
+        s = self._ring_indices(m)
+        self._descriptor_and_record(m, s)
+        self._dma_stream_errors(m, s)
+        with m.FSM():
+            self._wait_for_work(m, s)           # IDLE
+            self._fetch_descriptor(m, s)        # FETCH, FETCH_DATA
+            self._check_and_dispatch(m, s)      # CHECK
+            self._run_collective(m, s)          # PLAN, LAUNCH, COLLECTIVE
+            self._copy(m, s)                    # COPY
+            self._write_completion(m, s)        # COMPLETE, RECORD, RECORD_WAIT
+        self._raise_interrupts(m, s)
+        return m
 
-        sq_head = Signal(16)
-        sq_tail = Signal(16)
-        cq_tail = Signal(16)
-        completed = Signal(32)
-        errors = Signal(32)
-        m.d.comb += [st.sq_head.eq(sq_head), st.sq_tail.eq(sq_tail), st.cq_tail.eq(cq_tail),
-                     st.completed.eq(completed), st.errors.eq(errors)]
+    def _ring_indices(self, m):
+        """SQ head and tail, CQ tail, the counters, the rings' sizes and checks, and the doorbell: it accepts
+        a producer index at most one ring ahead of the consumer. ``s.err``: the ERROR_STATUS bits to set."""
+        cfg, st = self.cfg, self.stat
+        s = SimpleNamespace(sq_head=Signal(16), sq_tail=Signal(16), cq_tail=Signal(16),
+                            completed=Signal(32), errors=Signal(32))
+        m.d.comb += [st.sq_head.eq(s.sq_head), st.sq_tail.eq(s.sq_tail), st.cq_tail.eq(s.cq_tail),
+                     st.completed.eq(s.completed), st.errors.eq(s.errors)]
 
         def ring_ok(base, log2):
             return (base[:6] == 0) & (log2 >= 1) & (log2 <= 15)
-        rings_ok = ring_ok(cfg.sq_base, cfg.sq_size_log2) & ring_ok(cfg.cq_base, cfg.cq_size_log2)
-        sq_size = Signal(17)
-        cq_size = Signal(17)
-        m.d.comb += [sq_size.eq(1 << cfg.sq_size_log2[:4]), cq_size.eq(1 << cfg.cq_size_log2[:4])]
-        sq_pending = sq_head != sq_tail
-        cq_used = Signal(16)
-        m.d.comb += cq_used.eq(cq_tail - cfg.cq_head)
+        s.rings_ok = ring_ok(cfg.sq_base, cfg.sq_size_log2) & ring_ok(cfg.cq_base, cfg.cq_size_log2)
+        s.sq_size, s.cq_size = Signal(17), Signal(17)
+        m.d.comb += [s.sq_size.eq(1 << cfg.sq_size_log2[:4]), s.cq_size.eq(1 << cfg.cq_size_log2[:4])]
+        s.cq_used = Signal(16)
+        m.d.comb += s.cq_used.eq(s.cq_tail - cfg.cq_head)
 
-        # doorbell: accept a producer index at most one ring ahead of the consumer
-        err = {name: Signal(name=f"err_{name}")
-               for name in ("dma", "doorbell", "ring_config", "completion_write", "int32_overflow", "framing")}
-        irq_done = Signal()
+        s.err = {name: Signal(name=f"err_{name}")
+                 for name in ("dma", "doorbell", "ring_config", "completion_write", "int32_overflow", "framing")}
+        s.irq_done = Signal()
         ahead = Signal(16)
-        m.d.comb += ahead.eq(self.doorbell_value - sq_head)
+        m.d.comb += ahead.eq(self.doorbell_value - s.sq_head)
         with m.If(self.doorbell & cfg.enable):
-            with m.If(ahead <= sq_size):
-                m.d.sync += sq_tail.eq(self.doorbell_value)
+            with m.If(ahead <= s.sq_size):
+                m.d.sync += s.sq_tail.eq(self.doorbell_value)
             with m.Else():
-                m.d.comb += err["doorbell"].eq(1)
-        with m.If(cfg.enable & ~rings_ok):
-            m.d.comb += err["ring_config"].eq(1)
+                m.d.comb += s.err["doorbell"].eq(1)
+        with m.If(cfg.enable & ~s.rings_ok):
+            m.d.comb += s.err["ring_config"].eq(1)
+        return s
 
-        desc = Signal(Descriptor)
-        beat = Signal(range(record_beats + 1))
-        head = Signal()                     # writing the record's first beat (phase byte) rather than the rest
-        fetch_resp = Signal(2)
-        read_resp = Signal(2)
-        status = Signal(8)
-        cycles = Signal(64)
-        timing = Signal()
-        host_bytes = Signal(64)
-        sent_rd = Signal()
-        sent_wr = Signal()
-        with m.If(timing):
-            m.d.sync += cycles.eq(cycles + 1)
-
-        verdict = check_descriptor(m, desc, cfg)
-        m.submodules.plan = plan = PlanCalculator(self.credits)
+    def _descriptor_and_record(self, m, s):
+        """The descriptor register, its verdict (:func:`check_descriptor`), the ring plan computed from it
+        (:class:`PlanCalculator`), the cycle counter, and the completion record they fill in."""
+        cfg = self.cfg
+        s.desc = desc = Signal(Descriptor)
+        s.status = Signal(8)
+        s.cycles = Signal(64)
+        s.timing = Signal()
+        s.host_bytes = Signal(64)
+        s.fetch_resp = Signal(2)
+        s.record_beats = 512 // self.width
+        s.beat = Signal(range(s.record_beats + 1))      # the record beat being written
+        s.head = Signal()                   # writing the record's first beat (phase byte) rather than the rest
+        with m.If(s.timing):
+            m.d.sync += s.cycles.eq(s.cycles + 1)
+        s.verdict = check_descriptor(m, desc, cfg)
+        m.submodules.plan = s.plan = plan = PlanCalculator(self.credits)
         m.d.comb += [
             plan.elements.eq(desc.count), plan.nodes.eq(cfg.world_size), plan.packet.eq(cfg.packet_elems),
             plan.rank.eq(cfg.rank), plan.lag.eq(cfg.lag), self.plan.eq(plan.plan), self.desc.eq(desc),
             # allreduce, reduce_scatter, allgather (opcodes 2, 3, 4) -> ring_sequencer.OPS 0, 1, 2
             plan.op.eq(desc.opcode - Opcode.allreduce),
+            # the descriptor register holds still from CHECK until the next fetch: the codec loop's settings
+            self.loop_codec.eq(desc.codec), self.loop_count.eq(desc.count),
         ]
-        is_collective = (desc.opcode != Opcode.copy) & (cfg.world_size > 1)
-        net0 = Signal(NetCounters)
-        net_delta = Signal(NetCounters)
-        # the descriptor register holds still from CHECK until the next fetch: the codec loop's settings
-        m.d.comb += [self.loop_codec.eq(desc.codec), self.loop_count.eq(desc.count)]
-        use_loop = Signal()
+        s.net0, s.net_delta = Signal(NetCounters), Signal(NetCounters)
+        s.record = record = Signal(CompletionRecord)
+        phase = ~(s.cq_tail >> cfg.cq_size_log2[:4])[0]
+        m.d.comb += [
+            record.status.eq(s.status), record.opcode.eq(desc.opcode), record.phase.eq(phase),
+            record.sq_index.eq(s.sq_head), record.collective.eq(desc.collective), record.cycles.eq(s.cycles),
+            record.tag.eq(desc.tag), record.host_bytes.eq(s.host_bytes),
+            record.packets_sent.eq(s.net_delta.tx_frames), record.bytes_sent.eq(s.net_delta.tx_bytes),
+            record.packets_received.eq(s.net_delta.rx_frames), record.bytes_received.eq(s.net_delta.rx_bytes),
+        ]
+
+    def _dma_stream_errors(self, m, s):
+        """The worst response of the read stream since the last reset of ``s.read_resp``, and the write
+        poison: a beat read with an error is never written (poisoned in the cycle it passes, as the straight
+        copy hands read beats to the writer in the same cycle, and every beat after it) while ``s.poison``."""
+        rd = self.rd_data
+        s.read_resp = Signal(2)
+        with m.If(rd.tvalid & rd.tready & (rd.tuser > s.read_resp)):
+            m.d.sync += s.read_resp.eq(rd.tuser)
+        s.poison = Signal()
+        m.d.comb += self.wr_poison.eq(s.poison & ((s.read_resp >= RESP_SLVERR)
+                                                  | (rd.tvalid & (rd.tuser >= RESP_SLVERR))))
+
+    def _wait_for_work(self, m, s):
+        """IDLE: a pending descriptor and a free completion slot start one (disabled: the indices reset)."""
+        with m.State("IDLE"):
+            with m.If(~self.cfg.enable):
+                m.d.sync += [s.sq_head.eq(0), s.sq_tail.eq(0), s.cq_tail.eq(0)]
+            with m.Elif(s.rings_ok & (s.sq_head != s.sq_tail) & (s.cq_used < s.cq_size)):
+                m.d.sync += [s.cycles.eq(0), s.timing.eq(1), s.fetch_resp.eq(0), s.read_resp.eq(0), s.beat.eq(0),
+                             s.host_bytes.eq(0), s.head.eq(s.record_beats == 1)]
+                m.next = "FETCH"
+
+    def _fetch_descriptor(self, m, s):
+        """FETCH, FETCH_DATA: read the 64-byte descriptor at SQ_HEAD; ``s.fetch_resp``, its worst response."""
+        W, rd = self.width, self.rd_data
+        with m.State("FETCH"):
+            m.d.comb += [
+                self.rd_cmd.valid.eq(1),
+                self.rd_cmd.payload.addr.eq(self.cfg.sq_base + ((s.sq_head & (s.sq_size - 1)) << 6)),
+                self.rd_cmd.payload.length.eq(ds.RECORD_BYTES),
+            ]
+            with m.If(self.rd_cmd.ready):
+                m.next = "FETCH_DATA"
+        with m.State("FETCH_DATA"):
+            m.d.comb += rd.tready.eq(1)
+            with m.If(rd.tvalid):
+                m.d.sync += s.desc.eq(Cat(s.desc.as_value()[W:], rd.tdata) if W < 512 else rd.tdata)
+                with m.If(rd.tlast):
+                    m.d.sync += s.fetch_resp.eq(Mux(rd.tuser > s.read_resp, rd.tuser, s.read_resp))
+                    m.next = "CHECK"
+
+    def _check_and_dispatch(self, m, s):
+        """CHECK: a failed fetch or a bad descriptor goes straight to its completion; a collective over
+        more than one rank to the plan; anything else (a copy, a one-rank collective) to the copy."""
+        desc, plan = s.desc, s.plan
+        is_collective = (desc.opcode != Opcode.copy) & (self.cfg.world_size > 1)
+        s.sent_rd, s.sent_wr, s.use_loop = Signal(), Signal(), Signal()
+        with m.State("CHECK"):
+            m.d.sync += [s.read_resp.eq(0), s.sent_rd.eq(0), s.sent_wr.eq(0), s.net0.eq(self.net),
+                         s.net_delta.eq(0),
+                         s.use_loop.eq((desc.codec != Codec.none) & (desc.opcode == Opcode.copy))]
+            with m.If(s.fetch_resp >= RESP_SLVERR):
+                m.d.comb += s.err["dma"].eq(1)
+                m.d.sync += [s.status.eq(Status.fetch_error), desc.eq(0)]
+                m.next = "COMPLETE"
+            with m.Elif(s.verdict != 0):
+                m.d.sync += s.status.eq(s.verdict)
+                m.next = "COMPLETE"
+            with m.Elif(is_collective):
+                m.d.sync += [s.status.eq(0), plan.start.eq(1)]
+                m.next = "PLAN"
+            with m.Else():
+                m.d.sync += s.status.eq(0)
+                m.d.comb += self.loop_start.eq(1)
+                m.next = "COPY"
+
+    def _run_collective(self, m, s):
+        """PLAN: compute the ring plan (a lag the credits cannot carry completes with ``ring_too_large``);
+        LAUNCH, COLLECTIVE: the engine owns the DMA ports until its busy falls, then its status and the
+        network counters' growth over the descriptor go into the record."""
+        plan = s.plan
+        with m.State("PLAN"):
+            m.d.sync += plan.start.eq(0)
+            with m.If(plan.done):
+                with m.If(plan.lag_ok):
+                    m.next = "LAUNCH"
+                with m.Else():
+                    m.d.sync += [s.status.eq(Status.ring_too_large), s.timing.eq(0)]
+                    m.next = "COMPLETE"
+        with m.State("LAUNCH"):
+            m.d.comb += [self.engine_start.eq(1), self.engine_active.eq(1)]
+            m.next = "COLLECTIVE"
+        with m.State("COLLECTIVE"):
+            m.d.comb += self.engine_active.eq(1)
+            es, net, net0 = self.engine_status, self.net, s.net0
+            with m.If(~self.engine_busy):
+                m.d.comb += [s.err["int32_overflow"].eq(es.overflow), s.err["framing"].eq(es.framing),
+                             s.err["dma"].eq((es.read_resp >= RESP_SLVERR) | (es.write_resp >= RESP_SLVERR))]
+                m.d.sync += [
+                    s.timing.eq(0),
+                    s.net_delta.tx_frames.eq(net.tx_frames - net0.tx_frames),
+                    s.net_delta.tx_bytes.eq(net.tx_bytes - net0.tx_bytes),
+                    s.net_delta.rx_frames.eq(net.rx_frames - net0.rx_frames),
+                    s.net_delta.rx_bytes.eq(net.rx_bytes - net0.rx_bytes),
+                ]
+                with m.If(es.read_resp >= RESP_SLVERR):
+                    m.d.sync += s.status.eq(Mux(es.read_resp == RESP_SLVERR, Status.read_slverr, Status.read_decerr))
+                with m.Elif(es.write_resp >= RESP_SLVERR):
+                    m.d.sync += s.status.eq(Mux(es.write_resp == RESP_SLVERR,
+                                                Status.write_slverr, Status.write_decerr))
+                with m.Elif(es.mismatch != 0):
+                    m.d.sync += s.status.eq(Status.network_mismatch)
+                with m.Else():
+                    # what the engine wrote: the whole result, or the rank's own chunk (reduce-scatter)
+                    m.d.sync += s.host_bytes.eq(es.host_bytes)
+                m.next = "COMPLETE"
+
+    def _copy(self, m, s):
+        """COPY: one DMA read and one DMA write of the whole tensor, concurrently; the data goes straight
+        across or through the codec loop (a copy with a codec). Done when the write is answered."""
+        desc, rd, wr = s.desc, self.rd_data, self.wr_data
         length = Cat(C(0, 2), desc.count)
-
-        record = Signal(CompletionRecord)
-        phase = ~(cq_tail >> cfg.cq_size_log2[:4])[0]
-        m.d.comb += [
-            record.status.eq(status), record.opcode.eq(desc.opcode), record.phase.eq(phase),
-            record.sq_index.eq(sq_head), record.collective.eq(desc.collective), record.cycles.eq(cycles),
-            record.tag.eq(desc.tag), record.host_bytes.eq(host_bytes),
-            record.packets_sent.eq(net_delta.tx_frames), record.bytes_sent.eq(net_delta.tx_bytes),
-            record.packets_received.eq(net_delta.rx_frames), record.bytes_received.eq(net_delta.rx_bytes),
-        ]
-
-        # the read stream's consumer and the write stream's producer depend on the state
-        rd, wr = self.rd_data, self.wr_data
-        with m.If(rd.tvalid & rd.tready & (rd.tuser > read_resp)):
-            m.d.sync += read_resp.eq(rd.tuser)
-        poison = Signal()
-        # a beat read with an error is never written: poison it in the cycle it passes (the straight copy
-        # hands read beats to the writer in the same cycle), and every beat after it
-        m.d.comb += self.wr_poison.eq(poison & ((read_resp >= RESP_SLVERR) | (rd.tvalid & (rd.tuser >= RESP_SLVERR))))
-
-        with m.FSM():
-            with m.State("IDLE"):
-                with m.If(~cfg.enable):
-                    m.d.sync += [sq_head.eq(0), sq_tail.eq(0), cq_tail.eq(0)]
-                with m.Elif(rings_ok & sq_pending & (cq_used < cq_size)):
-                    m.d.sync += [cycles.eq(0), timing.eq(1), fetch_resp.eq(0), read_resp.eq(0), beat.eq(0),
-                                 host_bytes.eq(0), head.eq(record_beats == 1)]
-                    m.next = "FETCH"
-            with m.State("FETCH"):
+        with m.State("COPY"):
+            m.d.comb += [
+                s.poison.eq(1),
+                self.rd_cmd.valid.eq(~s.sent_rd),
+                self.rd_cmd.payload.addr.eq(desc.src), self.rd_cmd.payload.length.eq(length),
+                self.wr_cmd.valid.eq(~s.sent_wr),
+                self.wr_cmd.payload.addr.eq(desc.dst), self.wr_cmd.payload.length.eq(length),
+            ]
+            with m.If(self.rd_cmd.valid & self.rd_cmd.ready):
+                m.d.sync += s.sent_rd.eq(1)
+            with m.If(self.wr_cmd.valid & self.wr_cmd.ready):
+                m.d.sync += s.sent_wr.eq(1)
+            with m.If(s.use_loop):
                 m.d.comb += [
-                    self.rd_cmd.valid.eq(1),
-                    self.rd_cmd.payload.addr.eq(cfg.sq_base + ((sq_head & (sq_size - 1)) << 6)),
-                    self.rd_cmd.payload.length.eq(ds.RECORD_BYTES),
+                    self.loop_in.tdata.eq(rd.tdata), self.loop_in.tkeep.eq(rd.tkeep),
+                    self.loop_in.tlast.eq(rd.tlast), self.loop_in.tvalid.eq(rd.tvalid),
+                    rd.tready.eq(self.loop_in.tready),
+                    wr.tdata.eq(self.loop_out.tdata), wr.tkeep.eq(self.loop_out.tkeep),
+                    wr.tlast.eq(self.loop_out.tlast), wr.tvalid.eq(self.loop_out.tvalid),
+                    self.loop_out.tready.eq(wr.tready),
                 ]
-                with m.If(self.rd_cmd.ready):
-                    m.next = "FETCH_DATA"
-            with m.State("FETCH_DATA"):
-                m.d.comb += rd.tready.eq(1)
-                with m.If(rd.tvalid):
-                    m.d.sync += desc.eq(Cat(desc.as_value()[W:], rd.tdata) if W < 512 else rd.tdata)
-                    with m.If(rd.tlast):
-                        m.d.sync += fetch_resp.eq(Mux(rd.tuser > read_resp, rd.tuser, read_resp))
-                        m.next = "CHECK"
-            with m.State("CHECK"):
-                m.d.sync += [read_resp.eq(0), sent_rd.eq(0), sent_wr.eq(0), net0.eq(self.net), net_delta.eq(0),
-                             use_loop.eq((desc.codec != Codec.none) & (desc.opcode == Opcode.copy))]
-                with m.If(fetch_resp >= RESP_SLVERR):
-                    m.d.comb += err["dma"].eq(1)
-                    m.d.sync += [status.eq(Status.fetch_error), desc.eq(0)]
-                    m.next = "COMPLETE"
-                with m.Elif(verdict != 0):
-                    m.d.sync += status.eq(verdict)
-                    m.next = "COMPLETE"
-                with m.Elif(is_collective):
-                    m.d.sync += [status.eq(0), plan.start.eq(1)]
-                    m.next = "PLAN"
+            with m.Else():
+                m.d.comb += [
+                    wr.tdata.eq(rd.tdata), wr.tkeep.eq(rd.tkeep), wr.tlast.eq(rd.tlast),
+                    wr.tvalid.eq(rd.tvalid), rd.tready.eq(wr.tready),
+                ]
+            resp = self.wr_status.payload
+            m.d.comb += self.wr_status.ready.eq(1)
+            with m.If(self.wr_status.valid):
+                m.d.sync += s.timing.eq(0)
+                m.d.comb += s.err["dma"].eq((s.read_resp >= RESP_SLVERR) | (resp >= RESP_SLVERR))
+                with m.If(s.read_resp >= RESP_SLVERR):
+                    m.d.sync += s.status.eq(Mux(s.read_resp == RESP_SLVERR, Status.read_slverr, Status.read_decerr))
+                with m.Elif(resp >= RESP_SLVERR):
+                    m.d.sync += s.status.eq(Mux(resp == RESP_SLVERR, Status.write_slverr, Status.write_decerr))
                 with m.Else():
-                    m.d.sync += status.eq(0)
-                    m.d.comb += self.loop_start.eq(1)
-                    m.next = "COPY"
-            with m.State("PLAN"):
-                m.d.sync += plan.start.eq(0)
-                with m.If(plan.done):
-                    with m.If(plan.lag_ok):
-                        m.next = "LAUNCH"
-                    with m.Else():
-                        m.d.sync += [status.eq(Status.ring_too_large), timing.eq(0)]
-                        m.next = "COMPLETE"
-            with m.State("LAUNCH"):
-                m.d.comb += [self.engine_start.eq(1), self.engine_active.eq(1)]
-                m.next = "COLLECTIVE"
-            with m.State("COLLECTIVE"):
-                m.d.comb += self.engine_active.eq(1)
-                es = self.engine_status
-                with m.If(~self.engine_busy):
-                    m.d.comb += [err["int32_overflow"].eq(es.overflow), err["framing"].eq(es.framing),
-                                 err["dma"].eq((es.read_resp >= RESP_SLVERR) | (es.write_resp >= RESP_SLVERR))]
-                    m.d.sync += [
-                        timing.eq(0),
-                        net_delta.tx_frames.eq(self.net.tx_frames - net0.tx_frames),
-                        net_delta.tx_bytes.eq(self.net.tx_bytes - net0.tx_bytes),
-                        net_delta.rx_frames.eq(self.net.rx_frames - net0.rx_frames),
-                        net_delta.rx_bytes.eq(self.net.rx_bytes - net0.rx_bytes),
-                    ]
-                    with m.If(es.read_resp >= RESP_SLVERR):
-                        m.d.sync += status.eq(Mux(es.read_resp == RESP_SLVERR, Status.read_slverr, Status.read_decerr))
-                    with m.Elif(es.write_resp >= RESP_SLVERR):
-                        m.d.sync += status.eq(Mux(es.write_resp == RESP_SLVERR, Status.write_slverr, Status.write_decerr))
-                    with m.Elif(es.mismatch != 0):
-                        m.d.sync += status.eq(Status.network_mismatch)
-                    with m.Else():
-                        # what the engine wrote: the whole result, or the rank's own chunk (reduce-scatter)
-                        m.d.sync += host_bytes.eq(es.host_bytes)
-                    m.next = "COMPLETE"
-            with m.State("COPY"):
-                m.d.comb += poison.eq(1)
-                m.d.comb += [
-                    self.rd_cmd.valid.eq(~sent_rd),
-                    self.rd_cmd.payload.addr.eq(desc.src), self.rd_cmd.payload.length.eq(length),
-                    self.wr_cmd.valid.eq(~sent_wr),
-                    self.wr_cmd.payload.addr.eq(desc.dst), self.wr_cmd.payload.length.eq(length),
-                ]
-                with m.If(self.rd_cmd.valid & self.rd_cmd.ready):
-                    m.d.sync += sent_rd.eq(1)
-                with m.If(self.wr_cmd.valid & self.wr_cmd.ready):
-                    m.d.sync += sent_wr.eq(1)
-                with m.If(use_loop):
-                    m.d.comb += [
-                        self.loop_in.tdata.eq(rd.tdata), self.loop_in.tkeep.eq(rd.tkeep),
-                        self.loop_in.tlast.eq(rd.tlast), self.loop_in.tvalid.eq(rd.tvalid),
-                        rd.tready.eq(self.loop_in.tready),
-                        wr.tdata.eq(self.loop_out.tdata), wr.tkeep.eq(self.loop_out.tkeep),
-                        wr.tlast.eq(self.loop_out.tlast), wr.tvalid.eq(self.loop_out.tvalid),
-                        self.loop_out.tready.eq(wr.tready),
-                    ]
-                with m.Else():
-                    m.d.comb += [
-                        wr.tdata.eq(rd.tdata), wr.tkeep.eq(rd.tkeep), wr.tlast.eq(rd.tlast),
-                        wr.tvalid.eq(rd.tvalid), rd.tready.eq(wr.tready),
-                    ]
-                m.d.comb += self.wr_status.ready.eq(1)
-                with m.If(self.wr_status.valid):
-                    m.d.sync += timing.eq(0)
-                    m.d.comb += err["dma"].eq((read_resp >= RESP_SLVERR) | (self.wr_status.payload >= RESP_SLVERR))
-                    with m.If(read_resp >= RESP_SLVERR):
-                        m.d.sync += status.eq(Mux(read_resp == RESP_SLVERR, Status.read_slverr, Status.read_decerr))
-                    with m.Elif(self.wr_status.payload >= RESP_SLVERR):
-                        m.d.sync += status.eq(Mux(self.wr_status.payload == RESP_SLVERR,
-                                                  Status.write_slverr, Status.write_decerr))
-                    with m.Else():
-                        m.d.sync += host_bytes.eq(length)
-                    m.next = "COMPLETE"
-            # The record's phase byte (byte 2) must reach memory last, so that a host polling it never
-            # reads a torn record: at W < 512 the record is two writes, beats 1 .. R-1 first, then (once
-            # that write is answered) beat 0 with the phase. At W = 512 it is one beat, written at once.
-            with m.State("COMPLETE"):
-                record_addr = cfg.cq_base + ((cq_tail & (cq_size - 1)) << 6)
-                m.d.sync += [timing.eq(0), beat.eq(Mux(head, 0, 1))]
-                m.d.comb += [
-                    self.wr_cmd.valid.eq(1),
-                    self.wr_cmd.payload.addr.eq(record_addr + Mux(head, 0, W // 8)),
-                    self.wr_cmd.payload.length.eq(Mux(head, min(W // 8, ds.RECORD_BYTES),
-                                                      ds.RECORD_BYTES - W // 8)),
-                ]
-                with m.If(self.wr_cmd.ready):
-                    m.next = "RECORD"
-            with m.State("RECORD"):
-                m.d.comb += [
-                    wr.tdata.eq(record.as_value().word_select(beat, W) if W < 512 else record.as_value()),
-                    wr.tkeep.eq((1 << (W // 8)) - 1),
-                    wr.tlast.eq(head | (beat == record_beats - 1)),
-                    wr.tvalid.eq(1),
-                ]
-                with m.If(wr.tready):
-                    m.d.sync += beat.eq(beat + 1)
-                    with m.If(wr.tlast):
-                        m.next = "RECORD_WAIT"
-            with m.State("RECORD_WAIT"):
-                m.d.comb += self.wr_status.ready.eq(1)
-                with m.If(self.wr_status.valid):
-                    with m.If(~head & (self.wr_status.payload < RESP_SLVERR)):
-                        m.d.sync += head.eq(1)                  # the body is in memory: now the phase
-                        m.next = "COMPLETE"
-                    with m.Else():
-                        # a failed write of either part leaves the phase as it was: the record is lost whole
-                        with m.If(self.wr_status.payload >= RESP_SLVERR):
-                            m.d.comb += [err["completion_write"].eq(1), err["dma"].eq(1)]
-                        with m.Else():
-                            m.d.comb += irq_done.eq(1)
-                        m.d.sync += [sq_head.eq(sq_head + 1), cq_tail.eq(cq_tail + 1), completed.eq(completed + 1),
-                                     errors.eq(errors + (status != 0))]
-                        m.next = "IDLE"
+                    m.d.sync += s.host_bytes.eq(length)
+                m.next = "COMPLETE"
 
-        # whole-word assignments: Yosys' Verilog for constant bits of a partly assigned signal is an
-        # `always @*` without inputs, which Icarus never runs
+    def _write_completion(self, m, s):
+        """COMPLETE, RECORD, RECORD_WAIT: write the completion record, then advance the indices.
+
+        The record's phase byte (byte 2) must reach memory last, so that a host polling it never reads a
+        torn record: at W < 512 the record is two writes, beats 1 .. R-1 first, then (once that write is
+        answered) beat 0 with the phase. At W = 512 it is one beat, written at once."""
+        W, cfg, wr = self.width, self.cfg, self.wr_data
+        record_beats, beat, head = s.record_beats, s.beat, s.head
+        with m.State("COMPLETE"):
+            record_addr = cfg.cq_base + ((s.cq_tail & (s.cq_size - 1)) << 6)
+            m.d.sync += [s.timing.eq(0), beat.eq(Mux(head, 0, 1))]
+            m.d.comb += [
+                self.wr_cmd.valid.eq(1),
+                self.wr_cmd.payload.addr.eq(record_addr + Mux(head, 0, W // 8)),
+                self.wr_cmd.payload.length.eq(Mux(head, min(W // 8, ds.RECORD_BYTES), ds.RECORD_BYTES - W // 8)),
+            ]
+            with m.If(self.wr_cmd.ready):
+                m.next = "RECORD"
+        with m.State("RECORD"):
+            m.d.comb += [
+                wr.tdata.eq(s.record.as_value().word_select(beat, W) if W < 512 else s.record.as_value()),
+                wr.tkeep.eq((1 << (W // 8)) - 1),
+                wr.tlast.eq(head | (beat == record_beats - 1)),
+                wr.tvalid.eq(1),
+            ]
+            with m.If(wr.tready):
+                m.d.sync += beat.eq(beat + 1)
+                with m.If(wr.tlast):
+                    m.next = "RECORD_WAIT"
+        with m.State("RECORD_WAIT"):
+            resp = self.wr_status.payload
+            m.d.comb += self.wr_status.ready.eq(1)
+            with m.If(self.wr_status.valid):
+                with m.If(~head & (resp < RESP_SLVERR)):
+                    m.d.sync += head.eq(1)                  # the body is in memory: now the phase
+                    m.next = "COMPLETE"
+                with m.Else():
+                    # a failed write of either part leaves the phase as it was: the record is lost whole
+                    with m.If(resp >= RESP_SLVERR):
+                        m.d.comb += [s.err["completion_write"].eq(1), s.err["dma"].eq(1)]
+                    with m.Else():
+                        m.d.comb += s.irq_done.eq(1)
+                    m.d.sync += [s.sq_head.eq(s.sq_head + 1), s.cq_tail.eq(s.cq_tail + 1),
+                                 s.completed.eq(s.completed + 1), s.errors.eq(s.errors + (s.status != 0))]
+                    m.next = "IDLE"
+
+    def _raise_interrupts(self, m, s):
+        """IRQ_STATUS and ERROR_STATUS bits to set, and ``busy`` while a descriptor is timed.
+
+        Whole-word assignments: Yosys' Verilog for constant bits of a partly assigned signal is an
+        `always @*` without inputs, which Icarus never runs."""
         any_error = Signal()
-        m.d.comb += any_error.eq(_any(err.values()))
+        m.d.comb += any_error.eq(_any(s.err.values()))
         m.d.comb += [
-            self.set_error.eq(sum(Mux(bit, ERR[name], 0) for name, bit in err.items())),
-            self.set_irq.eq(Mux(irq_done, IRQ["completion"], 0) | Mux(any_error, IRQ["error"], 0)),
+            self.set_error.eq(sum(Mux(bit, ERR[name], 0) for name, bit in s.err.items())),
+            self.set_irq.eq(Mux(s.irq_done, IRQ["completion"], 0) | Mux(any_error, IRQ["error"], 0)),
+            self.busy.eq(s.timing),
         ]
-        m.d.comb += self.busy.eq(timing)
-        return m

@@ -1,12 +1,12 @@
 """Transmit builder wired to receive parser: the packet path's round trip as one testable top."""
 
 from amaranth import Module
-from amaranth.lib import data, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from contract.enums import DropReason
 from contract.protocol import UDP_PORT
-from hdl.packet.rx_parser import META_BITS, RxParser
+from hdl.packet.rx_parser import RxMeta, RxParser
 from hdl.packet.tx_builder import TxBuilder, TxMeta
 from hdl.stream.axis import AxiStreamSignature, check_width
 
@@ -21,9 +21,9 @@ class PacketLoopback(wiring.Component):
     def __init__(self, width: int = 512):
         self.width = check_width(width, self)
         super().__init__({
-            "s_meta": In(AxiStreamSignature(TxMeta.size)),
+            "s_meta": In(stream.Signature(TxMeta)),
             "s_axis": In(AxiStreamSignature(width)),
-            "m_meta": Out(AxiStreamSignature(META_BITS)),
+            "m_meta": Out(stream.Signature(RxMeta)),
             "m_axis": Out(AxiStreamSignature(width)),
             "cfg_tx_mac": In(48), "cfg_tx_ip": In(32), "cfg_rx_mac": In(48), "cfg_rx_ip": In(32),
             "cfg_rank": In(16), "cfg_udp_port": In(16, init=UDP_PORT),

@@ -1,7 +1,7 @@
 """Receive parser: validates Ethernet/IPv4/UDP/ainic frames, drops bad ones whole, realigns the payload."""
 
-from amaranth import C, Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, wiring
+from amaranth import C, Cat, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -21,15 +21,16 @@ from contract.protocol import (
     VERSION,
 )
 from hdl.codec.wire_size import payload_bytes
-from hdl.packet.headers import FrameHeader, ipv4_checksum_ok, network_order
+from hdl.packet.headers import AinicHeader, FrameHeader, ipv4_checksum_ok, network_order
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
 
-META_BITS = 256 + 32            # the ainic header, then the sender's IPv4 address
+#: ``m_meta``'s record: the accepted frame's ainic header and the sender's IPv4 address
+RxMeta = data.StructLayout({"ainic": AinicHeader, "src_ip": 32})
 
 
 class RxParser(wiring.Component):
     """Frames in on ``s_axis`` (``tuser`` = MAC error on any beat); for each accepted frame, one record on
-    ``m_meta`` (the ainic header, big-endian as on the wire, then the source IPv4 address) and its payload
+    ``m_meta`` (an :data:`RxMeta`: the ainic header and the source IPv4 address) and its payload
     on ``m_axis``, realigned so that payload byte 0 is byte 0 of a beat.
 
     * Checks, in the order of ``contract.enums.DropReason`` (the first failing one is counted in
@@ -53,7 +54,7 @@ class RxParser(wiring.Component):
         super().__init__({
             "s_axis": In(AxiStreamSignature(width, 1)),
             "m_axis": Out(AxiStreamSignature(width)),
-            "m_meta": Out(AxiStreamSignature(META_BITS)),
+            "m_meta": Out(stream.Signature(RxMeta)),
             "cfg_mac": In(48),
             "cfg_ip": In(32),
             "cfg_udp_port": In(16, init=UDP_PORT),
@@ -72,7 +73,7 @@ class RxParser(wiring.Component):
         m.submodules.mem = mem = Memory(shape=entry, depth=self.depth, init=[])
         wp = mem.write_port()
         rp = mem.read_port()
-        m.submodules.meta = meta = SyncFIFOBuffered(width=META_BITS, depth=4)
+        m.submodules.meta = meta = SyncFIFOBuffered(width=RxMeta.size, depth=4)
         ptr_bits = self.depth.bit_length()
         wr_ptr, commit, rd_ptr = (Signal(ptr_bits, name=n) for n in ("wr_ptr", "commit", "rd_ptr"))
 
@@ -179,6 +180,12 @@ class RxParser(wiring.Component):
                 m.d.comb += reason.eq(r)
         accept = reason == len(DropReason)
 
+        record = Signal(RxMeta)
+        m.d.comb += [
+            record.ainic.eq(network_order(hdr[8 * (udp_at + UDP_BYTES):8 * FRAME_HEADER_BYTES], HEADER_BYTES)),
+            record.src_ip.eq(ip.src),
+            meta.w_data.eq(record),
+        ]
         with m.If(pending):
             with m.If(flush):
                 m.d.comb += [wr_en.eq(1), wr_data.eq(Cat(flush_data, C(0, 8 * o),
@@ -186,8 +193,7 @@ class RxParser(wiring.Component):
             with m.If(accept):
                 m.d.sync += [wr_ptr.eq(wr_ptr + flush), commit.eq(wr_ptr + flush),
                              self.stat_accepted.eq(self.stat_accepted + 1)]
-                m.d.comb += [meta.w_en.eq(1), meta.w_data.eq(Cat(network_order(
-                    hdr[8 * (udp_at + UDP_BYTES):8 * FRAME_HEADER_BYTES], HEADER_BYTES), ip.src))]
+                m.d.comb += meta.w_en.eq(1)
             with m.Else():
                 m.d.sync += wr_ptr.eq(commit)
                 for i in range(len(DropReason)):
@@ -208,10 +214,8 @@ class RxParser(wiring.Component):
             out.tdata.eq(rp.data[:W]),
             out.tkeep.eq(rp.data[W:W + B]),
             out.tlast.eq(rp.data[W + B]),
-            self.m_meta.tvalid.eq(meta.r_rdy),
-            self.m_meta.tdata.eq(meta.r_data),
-            self.m_meta.tkeep.eq(Const(-1, META_BITS // 8)),
-            self.m_meta.tlast.eq(1),
-            meta.r_en.eq(self.m_meta.tready),
+            self.m_meta.valid.eq(meta.r_rdy),
+            self.m_meta.payload.eq(meta.r_data),
+            meta.r_en.eq(self.m_meta.ready),
         ]
         return m

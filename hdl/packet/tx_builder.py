@@ -1,7 +1,7 @@
 """Transmit builder: ainic header metadata + payload stream in, a complete Ethernet/IPv4/UDP frame out."""
 
 from amaranth import C, Cat, Module, Mux, Signal
-from amaranth.lib import data, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from contract.protocol import (
@@ -17,7 +17,7 @@ from hdl.codec.wire_size import payload_bytes
 from hdl.packet.headers import AinicHeader, FrameHeader, ipv4_checksum, network_order
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_mask
 
-#: s_meta.tdata: the ainic header (as a big-endian integer, i.e. an AinicHeader), destination IP, destination MAC
+#: ``s_meta``'s record: the ainic header to send, and where to: the next hop's IPv4 and MAC addresses
 TxMeta = data.StructLayout({"ainic": AinicHeader, "dst_ip": 32, "dst_mac": 48})
 
 
@@ -37,7 +37,7 @@ class TxBuilder(wiring.Component):
     def __init__(self, width: int = 512):
         self.width = check_width(width, self)
         super().__init__({
-            "s_meta": In(AxiStreamSignature(TxMeta.size)),
+            "s_meta": In(stream.Signature(TxMeta)),
             "s_axis": In(AxiStreamSignature(width)),
             "m_axis": Out(AxiStreamSignature(width)),
             "cfg_mac": In(48),
@@ -51,7 +51,7 @@ class TxBuilder(wiring.Component):
         H = FRAME_HEADER_BYTES
         K = -(-H // B)
         o = H % B                                      # header bytes in the beat where the payload begins
-        meta = data.View(TxMeta, self.s_meta.tdata)
+        meta = self.s_meta.payload
         pin, out = self.s_axis, self.m_axis
 
         # -- the header of the frame offered on s_meta -----------------------------------------------------
@@ -99,7 +99,7 @@ class TxBuilder(wiring.Component):
         fire = out.tvalid & out.tready
         m.d.comb += pin.tready.eq(active & uses_input & out.tready)
         done = fire & out.tlast
-        m.d.comb += self.s_meta.tready.eq(~active | done)
+        m.d.comb += self.s_meta.ready.eq(~active | done)
 
         with m.If(fire):
             m.d.sync += [idx.eq(Mux(idx == K, K, idx + 1)), left.eq(left - B)]
@@ -108,6 +108,6 @@ class TxBuilder(wiring.Component):
                              in_left.eq(Mux(in_left > B, in_left - B, 0))]
             with m.If(out.tlast):
                 m.d.sync += active.eq(0)
-        with m.If(self.s_meta.tvalid & self.s_meta.tready):
+        with m.If(self.s_meta.valid & self.s_meta.ready):
             m.d.sync += [active.eq(1), hdr.eq(header), idx.eq(0), left.eq(H + plen), in_left.eq(plen)]
         return m

@@ -7,7 +7,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from contract import regmap as rm
-from hdl.host.axi import AxiLiteSignature
+from hdl.host.axi import AxiLiteSignature, AxiSignature
 from hdl.nic.nic import Nic
 from hdl.stream.axis import check_width
 
@@ -52,13 +52,18 @@ def add_host_memory(m, name, axi, top, prefix, width, addr_bits, load_file="host
 
 class HostBench(wiring.Component):
     """:class:`Nic` (network ports idle) + ``ainic_host_memory`` (2**addr_bits bytes). The memory's
-    configuration, backdoor and statistics are top-level ports (``mem_*``) the testbench drives and reads."""
+    configuration, backdoor and statistics are top-level ports (``mem_*``) the testbench drives and reads.
+
+    What the testbench watches inside is brought out as outputs too, so that the simulator need not keep
+    internal signals visible (Verilator then optimises across the whole NIC): ``probe_m_axi__<name>``, every
+    signal of the NIC's AXI4 port."""
 
     def __init__(self, width: int = 512, addr_bits: int = 24):
         self.width = check_width(width, self)
         self.addr_bits = addr_bits
         members = {"s_axil": In(AxiLiteSignature((rm.SPAN - 1).bit_length())), "irq": Out(1)}
         members.update(memory_members())
+        members.update({f"probe_m_axi__{name}": Out(desc.shape) for name, desc in AxiSignature(width).members.items()})
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -67,4 +72,6 @@ class HostBench(wiring.Component):
         wiring.connect(m, wiring.flipped(self.s_axil), nic.s_axil)
         m.d.comb += [self.irq.eq(nic.irq), nic.m_axis_tx.tready.eq(1)]
         add_host_memory(m, "memory", nic.m_axi, self, "mem_", self.width, self.addr_bits)
+        m.d.comb += [getattr(self, f"probe_m_axi__{name}").eq(getattr(nic.m_axi, name))
+                     for name in nic.m_axi.signature.members]
         return m

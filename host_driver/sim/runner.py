@@ -72,13 +72,12 @@ def _build(sim: str, top: str, width: int, waves: bool):
         # cocotb's runner passes --public-flat-rw, which keeps every internal signal of the design as a
         # VPI-visible variable and stops Verilator from inlining or folding any of them. The testbenches
         # only touch the top level's ports (host memory goes through the backdoor files), so only those are
-        # made public; this makes the wide NIC datapaths several times faster to simulate. A top whose
-        # testbench probes its internals (the host bench's AXI monitor) says so with ``sim_probes_internals``.
-        if not spec.probes_internals:
-            vlt = build_dir() / "verilog" / f"{name}_sim.vlt"
-            vlt.parent.mkdir(parents=True, exist_ok=True)
-            vlt.write_text(f'`verilator_config\npublic_flat_rw -module "{name}" -var "*"\n')
-            build_args += ["--no-public-flat-rw", str(vlt)]
+        # made public; this makes the wide NIC datapaths several times faster to simulate. A bench that
+        # watches something inside brings it out as a port (the host bench's ``probe_*``).
+        vlt = build_dir() / "verilog" / f"{name}_sim.vlt"
+        vlt.parent.mkdir(parents=True, exist_ok=True)
+        vlt.write_text(f'`verilator_config\npublic_flat_rw -module "{name}" -var "*"\n')
+        build_args += ["--no-public-flat-rw", str(vlt)]
         if waves:
             build_args += ["--trace-fst"]           # cocotb's Verilator main then writes dump.fst
     with file_lock(f"build-{sim}-{name}"):

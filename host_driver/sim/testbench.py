@@ -1,4 +1,4 @@
-"""Testbench pieces shared by the cocotb tests: clock/reset, AXI-Stream endpoints, idle and backpressure."""
+"""Testbench pieces shared by the cocotb tests: clock/reset, stream endpoints, idle and backpressure."""
 
 import itertools
 import os
@@ -35,17 +35,29 @@ def random_pauses(rnd: random.Random, p_pause: float):
         yield rnd.random() < p_pause
 
 
+class RecordBus(AxiStreamBus):
+    """An ``amaranth.lib.stream`` port (``payload``, ``valid``, ``ready``) seen as an AXI-Stream without
+    ``tkeep``/``tlast``: cocotbext-axi then moves one record per frame, the payload's bytes little-endian."""
+    _signals = {"tdata": "payload"}
+    _optional_signals = {"tvalid": "valid", "tready": "ready"}
+
+
+def stream_bus(dut, prefix: str) -> AxiStreamBus:
+    """The bus of port ``prefix``: AXI-Stream (``prefix__tdata``, ...) or a record stream (``prefix__payload``)."""
+    cls = RecordBus if hasattr(dut, f"{prefix}__payload") else AxiStreamBus
+    return cls.from_prefix(dut, prefix, bus_separator="__")
+
+
 class TB:
-    """Clock, reset, and AXI-Stream sources/sinks bound by prefix (Amaranth names ports ``prefix__tdata``)."""
+    """Clock, reset, and stream sources/sinks bound by prefix (Amaranth names ports ``prefix__tdata``, or
+    ``prefix__payload`` for a record stream: one record per frame)."""
 
     def __init__(self, dut, sources=(), sinks=()):
         self.dut = dut
         self.rnd = random.Random(seed())
         cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
-        self.source = {p: AxiStreamSource(AxiStreamBus.from_prefix(dut, p, bus_separator="__"), dut.clk, dut.rst)
-                       for p in sources}
-        self.sink = {p: AxiStreamSink(AxiStreamBus.from_prefix(dut, p, bus_separator="__"), dut.clk, dut.rst)
-                     for p in sinks}
+        self.source = {p: AxiStreamSource(stream_bus(dut, p), dut.clk, dut.rst) for p in sources}
+        self.sink = {p: AxiStreamSink(stream_bus(dut, p), dut.clk, dut.rst) for p in sinks}
         for ep in itertools.chain(self.source.values(), self.sink.values()):
             ep.log.setLevel("WARNING")
 

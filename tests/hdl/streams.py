@@ -2,6 +2,7 @@
 a collector with random backpressure (the cocotb tests use cocotbext-axi for the same)."""
 
 import numpy as np
+from amaranth.sim import Simulator
 
 W = 64
 B = W // 8
@@ -51,3 +52,23 @@ async def collect(ctx, port, out, rng, backpressure, cycles_log=None):
                 if cycles_log is not None:
                     cycles_log.append(ctx)
                 buf = b""
+
+
+def simulate(dut, cycle, limit=200_000):
+    """Run ``dut`` calling ``cycle(ctx, n)`` once per clock: it sets the inputs, samples the handshakes and
+    returns True when the test is done; fail if it never is. Then one more clock."""
+    done = []
+
+    async def bench(ctx):
+        for n in range(limit):
+            if cycle(ctx, n):
+                done.append(n)
+                await ctx.tick()
+                return
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert done, f"not done after {limit} cycles (hung?)"

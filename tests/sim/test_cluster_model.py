@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scapy.layers.l2 import Ether
 
-from contract.enums import Codec, names
+from contract.enums import Codec, FrameOpcode, names
 from host_driver.cli import main
 from host_driver.models import allreduce as ar
 from host_driver.models.pcap import read_pcap
@@ -26,18 +26,17 @@ def test_model_results_and_traffic(rng, nodes, codec):
     assert stats.cycles is None and stats.bound_cycles > 0
 
 
-def test_capture_fields(tmp_path, rng):
-    x = [rng.standard_normal(100).astype(np.float32) for _ in range(3)]
+def test_capture_fields(tmp_path):
     out = tmp_path / "ring.pcap"
     assert main(["demo", "--nodes", "3", "--elements", "100", "--codec", "bf16", "--packet", "16",
                  "--pcap", str(out), "--json", str(tmp_path / "s.json"), "--save", str(tmp_path / "r.npz")]) == 0
     pkts = [Ether(f) for f in read_pcap(out)]
     hdrs = [p[Ainic] for p in pkts]
-    data = [h for h in hdrs if h.opcode != 2]
+    data = [h for h in hdrs if h.opcode != FrameOpcode.ack]
     assert {(h.src_rank, h.dst_rank) for h in data} == {(0, 1), (1, 2), (2, 0)}
-    assert {h.opcode for h in data} == {0, 1} and all(h.codec == Codec["bf16"] for h in data)
+    assert {h.opcode for h in data} == {FrameOpcode.data, FrameOpcode.result} and all(h.codec == Codec["bf16"] for h in data)
     # acks go the other way round the ring, one per 8 frames consumed, with the receiver's limits
-    acks = [h for h in hdrs if h.opcode == 2]
+    acks = [h for h in hdrs if h.opcode == FrameOpcode.ack]
     assert {(h.src_rank, h.dst_rank) for h in acks} == {(1, 0), (2, 1), (0, 2)}
     assert sorted(h.psn for h in acks if h.src_rank == 1) == [8 * (i + 1) + 128 for i in range(len(acks) // 3)]
     stats = json.loads((tmp_path / "s.json").read_text())

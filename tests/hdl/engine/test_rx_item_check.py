@@ -42,13 +42,12 @@ def test_rx_item_check_accepts_the_model_frames(rng, corrupt):
             "rank": rank, "nodes": n, "codec": 3, "dtype": 0, "prev_ip": ip_int(rank_ip(rank - 1))})
         ctx.set(chk.checked.ready, 1)
         i = 0
-        received = 0
         for _ in range(100_000):
-            ctx.set(chk.s_meta.tvalid, i < len(metas))
+            ctx.set(chk.s_meta.valid, i < len(metas))
             if i < len(metas):
-                ctx.set(chk.s_meta.tdata, metas[i])
+                ctx.set(chk.s_meta.payload.as_value(), metas[i])
             _, _, took, valid, mism, busy = await ctx.tick().sample(
-                chk.s_meta.tready, chk.checked.valid, chk.checked.payload.mismatch, seq.busy)
+                chk.s_meta.ready, chk.checked.valid, chk.checked.payload.mismatch, seq.busy)
             if took and i < len(metas):
                 if mism:
                     flagged.append((i, [f for b, f in enumerate(FIELDS) if mism >> b & 1]))

@@ -16,7 +16,6 @@ def test_tx_headers_match_the_model_frames(rng, n, length, p, lag, codec):
     from scapy.layers.l2 import Ether
 
     from hdl.engine.tx_header_gen import TxHeaderGen
-    from hdl.packet.tx_builder import TxMeta
     from host_driver.models import allreduce as ar
     from host_driver.models.protocol import Ainic, ip_int
     from host_driver.sim.cluster import Cluster, rank_ip, rank_mac
@@ -42,11 +41,10 @@ def test_tx_headers_match_the_model_frames(rng, n, length, p, lag, codec):
             await start_sequence(ctx, seq, gen, plan, rank, lag, {
                 "rank": rank, "nodes": n, "codec": Codec[codec], "dtype": 0,
                 "next_mac": mac_int(rank_mac(nxt)), "next_ip": ip_int(rank_ip(nxt))})
-            ctx.set(gen.m_meta.tready, 1)
+            ctx.set(gen.m_meta.ready, 1)
             for _ in range(100_000):
-                _, _, valid, busy, tdata = await ctx.tick().sample(gen.m_meta.tvalid, seq.busy, gen.m_meta.tdata)
+                _, _, valid, busy, v = await ctx.tick().sample(gen.m_meta.valid, seq.busy, gen.m_meta.payload)
                 if valid:
-                    v = TxMeta.from_bits(tdata)
                     h = v.ainic
                     mac = int(v.dst_mac)
                     got.append((int(h.opcode), int(h.flags), int(h.src_rank), int(h.dst_rank), int(h.chunk),
