@@ -1,5 +1,11 @@
+import os
+
 import numpy as np
 import pytest
+
+# Verilator models compile without C++ optimisation in the regression: its simulations are short, and the
+# C++ of a NIC costs minutes at -Os (host_driver/sim/runner.py). Demo and bench keep the default.
+os.environ.setdefault("AINIC_SIM_CXX_OPT", "-O0")
 
 
 def pytest_addoption(parser):

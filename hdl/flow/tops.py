@@ -29,9 +29,11 @@ EXPORT_WIDTHS = WIDTHS
 @dataclass(frozen=True)
 class Top:
     """A top: ``factory(width)`` builds it. ``sources(width)``: other Verilog files a simulation of it
-    needs."""
+    needs; ``instanced(width)``: modules of those files it instantiates several times (a simulator compiles
+    each once rather than inlining every copy)."""
     factory: object
     sources: object = field(default=lambda width: ())
+    instanced: object = field(default=lambda width: ())
     #: the Python module its export's cache key starts from (default: where the factory is defined)
     module: str = None
 
@@ -69,7 +71,8 @@ def _cluster_sources(width: int) -> tuple:
 SIM_TOPS = {
     "host_bench": Top(HostBench, sources=lambda width: (MEMORY_SOURCE,)),
     # the bench instantiates the exported NIC by module name: its own Verilog depends on the bench alone
-    **{f"cluster_n{n}": Top(partial(_cluster, n), _cluster_sources, module=ClusterBench.__module__)
+    **{f"cluster_n{n}": Top(partial(_cluster, n), _cluster_sources, lambda width: (module_name("nic", width),),
+                            module=ClusterBench.__module__)
        for n in range(2, MAX_CLUSTER_NODES + 1)},
 }
 

@@ -8,6 +8,7 @@ simulator this process's ``sys.path``, so whatever this process can import, the 
 """
 
 import os
+import re
 import shutil
 
 from cocotb_tools.check_results import get_results
@@ -48,9 +49,15 @@ def _build(sim: str, top: str, width: int, waves: bool):
     spec = tops.get(top)
     sources = [*spec.sources(width), tops.export(top, width)]
     name = tops.module_name(top, width)
-    build = build_dir() / "sim" / sim / (name + ("-waves" if waves else ""))
+    # AINIC_SIM_CXX_OPT (e.g. -O0): the C++ optimisation of Verilator's model, in place of its default -Os.
+    # The regression sets -O0: its simulations are short and compiling the NIC's C++ is most of their cost.
+    cxx_opt = os.environ.get("AINIC_SIM_CXX_OPT", "") if sim == "verilator" else ""
+    if cxx_opt and not re.fullmatch(r"-O[0-3sg]", cxx_opt):
+        raise ValueError(f"AINIC_SIM_CXX_OPT must be a gcc -O level such as -O0 or -Os, got {cxx_opt!r}")
+    build = build_dir() / "sim" / sim / (name + ("-waves" if waves else "") + cxx_opt)
     runner = get_runner(sim)
     build_args = []
+    config = ""                             # Verilator configuration file's text (part of the build's stamp)
     if sim == "icarus":
         # Yosys marks every `always @*` with a `reg ... = 0` whose change at time 0 makes the block run once;
         # under -g2012 Icarus initialises such regs before time 0 without an event, so blocks whose inputs
@@ -76,19 +83,29 @@ def _build(sim: str, top: str, width: int, waves: bool):
         # watches something inside brings it out as a port (the host bench's ``probe_*``).
         vlt = build_dir() / "verilog" / f"{name}_sim.vlt"
         vlt.parent.mkdir(parents=True, exist_ok=True)
-        vlt.write_text(f'`verilator_config\npublic_flat_rw -module "{name}" -var "*"\n')
+        # Modules the top instantiates several times (a cluster's NICs) are kept as modules rather than
+        # inlined N times (an 8-NIC cluster's C++ compiles in about 2/3 of the time).
+        config = (f'`verilator_config\npublic_flat_rw -module "{name}" -var "*"\n'
+                  + "".join(f'no_inline -module "{mod}"\n' for mod in spec.instanced(width)))
+        vlt.write_text(config)
         build_args += ["--no-public-flat-rw", str(vlt)]
         if waves:
             build_args += ["--trace-fst"]           # cocotb's Verilator main then writes dump.fst
     with file_lock(f"build-{sim}-{name}"):
         # the simulators rebuild when sources change, not when flags do: start over if the flags changed
         stamp = build / "build_args.txt"
-        if stamp.exists() and stamp.read_text() != repr(build_args):
+        if stamp.exists() and stamp.read_text() != repr(build_args) + config:
             shutil.rmtree(build)
         build.mkdir(parents=True, exist_ok=True)
-        stamp.write_text(repr(build_args))
-        runner.build(sources=sources, hdl_toplevel=name, build_dir=build, timescale=TIMESCALE,
-                     build_args=build_args, log_file=build / "build.log", waves=waves and sim != "icarus")
+        stamp.write_text(repr(build_args) + config)
+        makeflags = os.environ.get("MAKEFLAGS", "")
+        if cxx_opt:         # variables in MAKEFLAGS override the assignments of Verilator's makefiles
+            os.environ["MAKEFLAGS"] = f"{makeflags} OPT_FAST={cxx_opt} OPT_SLOW={cxx_opt} OPT_GLOBAL={cxx_opt}"
+        try:
+            runner.build(sources=sources, hdl_toplevel=name, build_dir=build, timescale=TIMESCALE,
+                         build_args=build_args, log_file=build / "build.log", waves=waves and sim != "icarus")
+        finally:
+            os.environ["MAKEFLAGS"] = makeflags
     return runner, build, name
 
 
