@@ -8,6 +8,9 @@ Public API (NumPy arrays in and out):
 
 * :func:`add_f32` -- IEEE-754 binary32 addition, round-to-nearest-even, subnormals kept, canonical NaN.
 * :func:`add_i32` -- saturating two's-complement addition, returning the sums and an overflow flag.
+* :func:`exact_sum_f32` -- the exact sum of N binary32 values rounded once (round-to-nearest-even): what the
+  aggregation switch computes, independent of the order of the terms (docs/in_network.md).
+* :func:`sum_i32` -- the exact sum of N int32 values, saturated once.
 * :func:`compress`, :func:`decompress`, :func:`roundtrip` -- the wire codecs ``none``, ``fp16``,
   ``bf16``, ``bfp8``, ``bfp4``; exact rules in ``docs/numerics.md``.
 """
@@ -19,7 +22,7 @@ from contract.protocol import BFP_BLOCK, BFP_MANTISSA_BITS
 from contract.protocol import codec_bytes as _codec_bytes
 
 __all__ = [
-    "CANONICAL_NAN", "BFP_BLOCK", "add_f32", "add_i32", "compress", "decompress", "roundtrip",
+    "CANONICAL_NAN", "BFP_BLOCK", "add_f32", "add_i32", "exact_sum_f32", "sum_i32", "compress", "decompress", "roundtrip",
     "codec_bytes", "f32_to_f16_bits", "f16_bits_to_f32", "f32_to_bf16_bits", "bf16_bits_to_f32",
     "bfp_encode_blocks", "bfp_decode_blocks", "as_bits", "from_bits",
 ]
@@ -115,6 +118,109 @@ def add_f32(a, b) -> np.ndarray:
     res = np.where(inf_a | inf_b, big & 0xFF800000, res)                 # the infinite operand is "big"
     res = np.where(nan_a | nan_b | (inf_a & inf_b & (sub == 1)), CANONICAL_NAN, res)
     return from_bits(res.astype(np.uint32))
+
+
+#: limbs of the exact accumulator: 32 bits each, bit 0 = 2**-149 (the smallest subnormal); 281 bits hold
+#: any sum of up to 16 binary32 values (277 bits of range and 4 of growth); more terms only widen the top limb
+ACC_LIMBS = 10
+
+
+def exact_sum_f32(x) -> np.ndarray:
+    """Sum the rows of ``x`` ((N, L) float32, or uint32 bit patterns) exactly, then round the sum once to
+    binary32, round-to-nearest-even; returns uint32 bit patterns, shape (L,).
+
+    The result depends on the multiset of terms only, never on their order. Special values: a NaN, or
+    both infinities, give the canonical NaN; otherwise an infinity gives itself. A zero sum is +0 unless
+    every term is -0. A sum beyond the binary32 range rounds to an infinity (as IEEE-754 rounding does).
+    """
+    bits = as_bits(np.asarray(x))
+    if bits.ndim != 2:
+        raise ValueError(f"expected an (N, L) array of terms, got shape {bits.shape}")
+    n, length = bits.shape
+    bits = bits.astype(np.int64)
+    sign = bits >> 31
+    e = (bits >> 23) & 0xFF
+    frac = bits & 0x7FFFFF
+    finite = e != 0xFF
+    nan = ((e == 0xFF) & (frac != 0)).any(axis=0)
+    pinf = ((e == 0xFF) & (frac == 0) & (sign == 0)).any(axis=0)
+    ninf = ((e == 0xFF) & (frac == 0) & (sign == 1)).any(axis=0)
+    all_neg_zero = ((bits == 0x80000000)).all(axis=0)
+
+    # every finite term is m * 2**t in units of 2**-149: m < 2**24, t = max(e, 1) - 1 in 0 .. 253
+    m = np.where(finite, np.where(e > 0, frac | (1 << 23), frac), 0)
+    t = np.maximum(e, 1) - 1
+    acc = np.zeros((length, ACC_LIMBS), np.int64)
+    rows = np.arange(length)
+    for i in range(n):
+        wide = m[i] << (t[i] % 32)                              # < 2**55
+        k = t[i] // 32
+        s = np.where(sign[i] == 1, -1, 1)
+        acc[rows, k] += s * (wide & 0xFFFFFFFF)
+        acc[rows, k + 1] += s * (wide >> 32)
+    _carry(acc)
+    negative = acc[:, -1] < 0
+    acc[negative] = -acc[negative]
+    _carry(acc)
+
+    # the magnitude's most significant bit, then its top 24 bits rounded half-even
+    nonzero = acc != 0
+    top = np.where(nonzero.any(axis=1), ACC_LIMBS - 1 - np.argmax(nonzero[:, ::-1], axis=1), 0)
+    top_limb = acc[rows, top]
+    msb = 32 * top + _bit_length(top_limb) - 1                  # -1 for a zero sum
+    shift = np.maximum(msb - 23, 0)                             # bits below the kept 24
+    limbs = acc.astype(np.uint64)
+    pad = np.concatenate([limbs, np.zeros((length, 1), np.uint64)], axis=1)
+    qi = shift // 32
+    pair = pad[rows, qi] | (pad[rows, qi + 1] << np.uint64(32))
+    q = ((pair >> (shift % 32).astype(np.uint64)) & np.uint64(0xFFFFFF)).astype(np.int64)
+    g = np.maximum(shift - 1, 0)                                # the guard bit, when shift > 0
+    guard = (shift > 0) & (((limbs[rows, g // 32] >> (g % 32).astype(np.uint64)) & np.uint64(1)) == 1)
+    below_guard_in_limb = limbs[rows, g // 32] & ((np.uint64(1) << (g % 32).astype(np.uint64)) - np.uint64(1))
+    lower_limbs = np.cumsum(nonzero, axis=1)
+    below_guard = (below_guard_in_limb != 0) | ((g // 32 > 0) & (lower_limbs[rows, np.maximum(g // 32 - 1, 0)] > 0))
+    sticky = (shift > 1) & below_guard
+    up = guard & (sticky | ((q & 1) == 1))
+    q = q + up
+    carry_out = q == (1 << 24)
+    q = np.where(carry_out, q >> 1, q)
+    shift = shift + carry_out
+    # q * 2**(shift - 149): with shift = 0 the bit pattern is q itself (subnormal, or the first binade)
+    exp_field = np.where(shift > 0, shift + 1, 0)
+    out = np.where(shift > 0, (exp_field << 23) | (q & 0x7FFFFF), q)
+    out = np.where(exp_field >= 0xFF, 0x7F800000, out)
+    out = out | (negative.astype(np.int64) << 31)
+    out = np.where(all_neg_zero, 0x80000000, out)
+    out = np.where(pinf, 0x7F800000, out)
+    out = np.where(ninf, 0xFF800000, out)
+    out = np.where(nan | (pinf & ninf), CANONICAL_NAN, out)
+    return out.astype(np.uint32)
+
+
+def _carry(acc):
+    """Propagate carries so that limbs 0 .. -2 are in [0, 2**32); the top limb keeps the sign."""
+    for k in range(acc.shape[1] - 1):
+        c = acc[:, k] >> 32
+        acc[:, k] -= c << 32
+        acc[:, k + 1] += c
+
+
+def _bit_length(v) -> np.ndarray:
+    """Bit length of non-negative int64 values below 2**53 (0 for 0)."""
+    v = np.asarray(v, dtype=np.int64)
+    _, exp = np.frexp(v.astype(np.float64))
+    return np.where(v > 0, exp, 0).astype(np.int64)
+
+
+def sum_i32(x):
+    """Sum the rows of ``x`` ((N, L) int32) exactly and saturate the sum once to the int32 range; returns
+    (sums int32 (L,), overflow bool (L,)). The result depends on the terms only, never on their order."""
+    x = np.asarray(x)
+    if x.ndim != 2 or x.dtype.itemsize != 4:
+        raise ValueError(f"expected an (N, L) array of 32-bit terms, got {x.dtype} {x.shape}")
+    total = x.view(np.int32).astype(np.int64).sum(axis=0)
+    clipped = np.clip(total, -(1 << 31), (1 << 31) - 1)
+    return clipped.astype(np.int32), clipped != total
 
 
 def add_i32(a, b):

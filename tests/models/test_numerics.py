@@ -162,3 +162,93 @@ def test_codec_errors():
         nm.decompress(b"\0" * 10, "bfp8", 20)
     with pytest.raises(TypeError, match="float32"):
         nm.compress(np.zeros(4), "fp16")
+
+
+# ---------------------------------------------------------------------------------------------------
+# The aggregation switch's sums: exact, rounded once, independent of order (docs/in_network.md)
+# ---------------------------------------------------------------------------------------------------
+def _exact_sum_reference(column) -> int:
+    """One column, in plain Python integers: the exact sum in units of 2**-149, rounded half-even to 24
+    significant bits, encoded as a binary32 bit pattern (finite terms only)."""
+    total = 0
+    for b in (int(v) for v in column):
+        e, f = (b >> 23) & 0xFF, b & 0x7FFFFF
+        mag = (f | (1 << 23)) << (e - 1) if e else f
+        total += -mag if b >> 31 else mag
+    sign, mag = (1 << 31 if total < 0 else 0), abs(total)
+    if mag == 0:
+        return 0x80000000 if all(int(v) == 0x80000000 for v in column) else 0
+    if mag < 1 << 24:
+        return sign | mag
+    shift = mag.bit_length() - 24
+    q, rem, half = mag >> shift, mag & ((1 << shift) - 1), 1 << (shift - 1)
+    if rem > half or (rem == half and q & 1):
+        q += 1
+    if q == 1 << 24:
+        q, shift = q >> 1, shift + 1
+    return sign | (0x7F800000 if shift + 1 >= 0xFF else ((shift + 1) << 23) | (q & 0x7FFFFF))
+
+
+@pytest.mark.parametrize("n", [2, 3, 8, 16])
+def test_exact_sum_f32_is_the_exact_sum_rounded_once(rng, n):
+    cols = 4000
+    x = edge_f32_bits(rng, n * cols, finite=True).reshape(n, cols)
+    # cancellation-heavy columns: the last term nearly cancels the others' float64 sum
+    cancel = rng.random(cols) < 0.3
+    with np.errstate(all="ignore"):
+        partial = x[:-1].view(np.float32).astype(np.float64).sum(axis=0).astype(np.float32)
+    x[-1] = np.where(cancel & np.isfinite(partial), (-partial).view(np.uint32) + rng.integers(-2, 3, cols).astype(np.uint32),
+                     x[-1]).astype(np.uint32)
+    x[-1] = np.where(((x[-1] >> 23) & 0xFF) == 0xFF, x[-1] & 0xBFFFFFFF, x[-1]).astype(np.uint32)
+    got = nm.exact_sum_f32(x)
+    want = np.array([_exact_sum_reference(x[:, j]) for j in range(cols)], dtype=np.uint32)
+    bad = np.nonzero(got != want)[0]
+    assert bad.size == 0, f"{bad.size} of {cols}: {[(hex(int(got[j])), hex(int(want[j]))) for j in bad[:5]]}"
+
+
+def test_exact_sum_f32_of_two_terms_is_ieee_addition(rng):
+    """Two terms: the correctly rounded sum is what IEEE-754 addition (NumPy's float32) gives."""
+    a, b = edge_f32_bits(rng, N // 4), edge_f32_bits(rng, N // 4)
+    with np.errstate(all="ignore"):
+        ref = _canon((a.view(np.float32) + b.view(np.float32)).view(np.uint32))
+    got = nm.exact_sum_f32(np.stack([a, b]))
+    bad = np.nonzero(got != ref)[0]
+    assert bad.size == 0, f"{bad.size} mismatches (a, b, got, numpy): {_hexdiff(a, b, got, ref, idx=bad)}"
+
+
+def test_exact_sum_f32_does_not_depend_on_order(rng):
+    n, cols = 8, 20000
+    x = edge_f32_bits(rng, n * cols).reshape(n, cols)
+    first = nm.exact_sum_f32(x)
+    for _ in range(5):
+        perm = np.argsort(rng.random((n, cols)), axis=0)             # a different order in every column
+        assert np.array_equal(nm.exact_sum_f32(np.take_along_axis(x, perm, axis=0)), first)
+    # where the ring's pairwise additions do depend on it
+    fwd, rev = x[0], x[-1]
+    for i in range(1, n):
+        fwd, rev = nm.add_f32(fwd, x[i]).view(np.uint32), nm.add_f32(rev, x[n - 1 - i]).view(np.uint32)
+    assert (fwd != rev).any()
+
+
+def test_exact_sum_f32_special_values():
+    inf, ninf, nan, big = 0x7F800000, 0xFF800000, 0x7FC00001, 0x7F7FFFFF
+    cases = {
+        (inf, 0x3F800000): inf, (ninf, big): ninf, (inf, ninf): nm.CANONICAL_NAN, (nan, 0): nm.CANONICAL_NAN,
+        (big, big): inf, (big | 1 << 31, big | 1 << 31): ninf,             # overflow rounds to infinity
+        (0x80000000, 0x80000000): 0x80000000, (0x80000000, 0): 0,          # -0 only if every term is -0
+        (0x3F800000, 0xBF800000): 0,                                        # exact cancellation: +0
+        (0x00000001, 0x80000001): 0, (0x00400000, 0x00400000): 0x00800000,  # subnormals, exactly
+    }
+    a = np.array([k for k in cases], dtype=np.uint32).T
+    got = nm.exact_sum_f32(a)
+    assert [hex(int(v)) for v in got] == [hex(v) for v in cases.values()]
+    # 16 terms of 2**127 and one -2**127: 15 * 2**127 overflows; the sum of its parts would not matter
+    assert int(nm.exact_sum_f32(np.array([[0x7F000000]] * 16 + [[0xFF000000]], dtype=np.uint32))[0]) == inf
+
+
+def test_sum_i32_saturates_once():
+    x = np.array([[2**31 - 1, -2**31, 5], [1, -1, -3], [-1, 1, 2**31 - 1]], dtype=np.int32)
+    s, over = nm.sum_i32(x)
+    # column 0: 2**31 - 1 + 1 - 1 is in range (a pairwise saturating sum would have clipped, then lost 1)
+    assert s.tolist() == [2**31 - 1, -2**31, 2**31 - 1] and over.tolist() == [False, False, True]
+    assert np.array_equal(nm.sum_i32(x[::-1])[0], s)
