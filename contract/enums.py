@@ -48,10 +48,12 @@ class FrameOpcode(IntEnum):
     result = 1          # a finished sum (all-gather phases)
     ack = 2             # receive credits, header only
     nack = 3            # reserved for loss recovery, header only
+    aggregate = 4       # in-network aggregation: a worker's contribution to a switch slot (docs/in_network.md)
+    aggregated = 5      # in-network aggregation: the switch's sum of a slot, to the job's workers
 
 
 #: frame opcodes that carry a payload
-DATA_OPCODES = (FrameOpcode.data, FrameOpcode.result)
+DATA_OPCODES = (FrameOpcode.data, FrameOpcode.result, FrameOpcode.aggregate, FrameOpcode.aggregated)
 
 
 class FrameFlag(IntFlag):
@@ -105,6 +107,20 @@ class DropReason(IntEnum):
     codec_dtype = 15    # unknown codec or dtype, or a codec on int32
     count = 16          # count = 0, > MAX_P, or payload length != codec bytes for count
     dst_rank = 17
+
+
+class AggDrop(IntEnum):
+    """Why the aggregation switch dropped a frame addressed to it that its parser accepted, in the order it
+    checks (docs/in_network.md, "The decision table")."""
+    opcode = 0          # not a contribution (``aggregate``): a result, an ack, ... sent to the switch
+    unknown_job = 1     # no enabled job has this ``job`` id
+    not_member = 2      # ``worker`` is not one of the job's workers, or the frame came from another port
+    dtype = 3           # dtype or codec other than the job's
+    slot_range = 4      # ``slot`` >= the job's window
+    count = 5           # count above the job's packet size, or offset/count other than the round's
+    stale = 6           # psn older than the round the slot set holds (a late copy)
+    busy = 7            # psn newer, but the slot set's round is not complete (a worker out of step)
+    duplicate = 8       # a second contribution of one worker to a round not yet complete
 
 
 class Status(IntEnum):

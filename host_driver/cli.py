@@ -9,7 +9,8 @@ Subcommands (more arrive with the packet path, the DMA engine and the collective
   parser and print a verdict per frame (accepted, or dropped and why) and the counters.
 * ``ainic demo --nodes N --elements L --codec C --sim model|verilator|icarus [--op OP] [...]``: a collective
   (all-reduce by default) across N nodes, every rank checked against the golden model, with a summary
-  table (``--json``, ``--save``, ``--pcap``).
+  table (``--json``, ``--save``, ``--pcap``); ``--algorithm switch`` aggregates in the network, with
+  ``--drop/--dup/--corrupt P`` faults on every link and ``--jobs K`` jobs at once.
 * ``ainic toolchain``: check that the simulators and Yosys run, and print their versions.
 """
 
@@ -23,6 +24,7 @@ import time
 import numpy as np
 
 from contract.enums import Codec, Dtype, names
+from contract.in_network import DEADLINE, DEFAULT_WINDOW, RETRANSMIT_TIMEOUT
 from contract.limits import DEFAULT_WIDTH, WIDTHS
 from contract.protocol import DEFAULT_P
 from host_driver.models import allreduce as ar
@@ -113,7 +115,7 @@ def _toolchain(args) -> int:
 
 
 def _demo(args) -> int:
-    from host_driver.sim.cluster import MODEL_OPS, Cluster
+    from host_driver.sim.cluster import Cluster, CollectiveTimeout
     n, dtype = args.nodes, args.dtype
     if args.inputs:
         if len(args.inputs) != n:
@@ -133,7 +135,11 @@ def _demo(args) -> int:
     try:
         cluster = Cluster(n, backend=args.sim, width=args.width, codec=args.codec, dtype=dtype, packet=args.packet,
                           link_gbps=args.link_gbps, clock_mhz=args.clock_mhz, lag=args.lag,
-                          link_latency=args.link_latency, waves=bool(args.waves), capture=bool(args.pcap))
+                          link_latency=args.link_latency, waves=bool(args.waves), capture=bool(args.pcap),
+                          algorithm=args.algorithm, window=args.window, jobs=args.jobs,
+                          retransmit_timeout=args.retransmit_timeout, deadline=args.deadline,
+                          faults={"drop": args.drop, "dup": args.dup, "corrupt": args.corrupt,
+                                  "seed": args.fault_seed})
         if args.sim != "model":
             print(f"ainic demo: building the {n}-node cluster for {args.sim} at W = {args.width} "
                   "(cached per configuration) ...", flush=True)
@@ -146,8 +152,11 @@ def _demo(args) -> int:
     except (ValueError, TypeError, NotImplementedError) as exc:
         print(f"ainic demo: {exc}", file=sys.stderr)
         return 2
+    except CollectiveTimeout as exc:
+        print(f"ainic demo: {exc}", file=sys.stderr)
+        return 1
     op = args.op
-    want = MODEL_OPS[op](x, args.codec, dtype, args.packet)
+    want = cluster.golden(x, op)
     bad = [r for r in range(n) if not np.array_equal(results[r].view(np.uint32), want[r].view(np.uint32))]
     # the reduce-scatter leaves each rank a different chunk: "identical" then means the owned chunks
     # put together are the all-reduce's result
@@ -160,11 +169,12 @@ def _demo(args) -> int:
         same = bool(np.array_equal(got.view(np.uint32), ar.allreduce(x, args.codec, dtype, args.packet)[0].view(np.uint32)))
     else:
         got = results[0]
-        same = all(np.array_equal(results[0].view(np.uint32), results[r].view(np.uint32)) for r in range(n))
+        same = all(np.array_equal(results[g[0]].view(np.uint32), results[r].view(np.uint32))
+                   for g in cluster.job_ranks() for r in g)
     if op == "allgather":           # exact: every contribution as it was
         exact = np.concatenate([x[(c - 1) % n][plan.chunk(c)] for c in range(n)]).astype(np.float64)
     else:
-        exact = np.sum(np.stack(x).astype(np.float64), axis=0)
+        exact = np.sum(np.stack([x[r] for r in cluster.job_ranks()[0]]).astype(np.float64), axis=0)
     err = float(np.sqrt(np.mean((got.astype(np.float64) - exact) ** 2)) / max(np.sqrt(np.mean(exact ** 2)), 1e-300))
     d = stats.as_dict()
     d.update({"bit_exact": not bad, "identical_on_all_ranks": same, "rms_relative_error_vs_fp64": err})
@@ -173,16 +183,19 @@ def _demo(args) -> int:
     busbw = halves * 2 * (n - 1) / n * 4 * L / stats.link_bytes_per_cycle if n > 1 else 0.0
     cyc = "—" if stats.cycles is None else f"{stats.cycles:,}"
     eff = "—" if stats.efficiency is None else f"{stats.efficiency:.3f}"
-    print(f"ainic demo: {op}, {n} nodes x {L:,} {dtype}, codec {args.codec}, P = {args.packet}, backend {args.sim}")
+    switch = args.algorithm == "switch"
+    print(f"ainic demo: {op}, {n} nodes x {L:,} {dtype}, codec {args.codec}, P = {args.packet}, backend {args.sim}, "
+          f"algorithm {args.algorithm}" + (f" ({args.jobs} jobs: ranks {cluster.job_ranks()})" if args.jobs > 1 else ""))
     rows = [
         ("cycles (measured)", cyc + ("  (the model backend has no time)" if stats.cycles is None else "")),
-        ("ring bound, cycles / us", f"{stats.bound_cycles:,.0f} / {d['bound_us']:.2f} us at {args.clock_mhz:g} MHz"),
+        (("in-network bound" if switch else "ring bound") + ", cycles / us",
+         f"{stats.bound_cycles:,.0f} / {d['bound_us']:.2f} us at {args.clock_mhz:g} MHz"),
         ("bus-bandwidth bound " + ("2(N-1)/N*S/B" if op == "allreduce" else "(N-1)/N*S/B"),
          f"{busbw:,.0f} cycles (no headers, no codec)"),
         ("efficiency (bound / cycles)", eff),
         ("link", f"{args.link_gbps:g} Gb/s = {stats.link_bytes_per_cycle:.1f} B/cycle"),
-        ("frames per link", ", ".join(map(str, stats.frames_per_link))),
-        ("bytes per link (frames)", ", ".join(f"{b:,}" for b in stats.frame_bytes_per_link)),
+        ("frames per link" + (" (up)" if switch else ""), ", ".join(map(str, stats.frames_per_link))),
+        ("bytes per link (frames" + (", up)" if switch else ")"), ", ".join(f"{b:,}" for b in stats.frame_bytes_per_link)),
         ("compression ratio", f"{stats.compression_ratio:.2f}"),
         ("rms error vs exact fp64 sum", f"{err:.3g}"),
         ("bit-exact with golden model", ("yes" if not bad else f"NO: ranks {bad}")
@@ -190,6 +203,21 @@ def _demo(args) -> int:
         ("identical on every rank" if op != "reduce_scatter" else "owned chunks = all-reduce result",
          "yes" if same else "NO"),
     ]
+    if switch:
+        fc, sc = stats.fault_counters, stats.switch_counters
+        total = {k: sum(c[k] for c in fc["up"] + fc["down"]) for k in ("frames", "dropped", "duplicated", "corrupted")}
+        drops = {k: v for k, v in sc["drops"].items() if v}
+        rows[6:6] = [
+            ("frames per link (down)", ", ".join(map(str, stats.down_frames_per_link))),
+            ("faults (every link)", f"drop {args.drop:g}, dup {args.dup:g}, corrupt {args.corrupt:g}, seed {args.fault_seed}"),
+            ("frames dropped / duplicated / corrupted",
+             f"{total['dropped']} / {total['duplicated']} / {total['corrupted']} of {total['frames']:,}"),
+            ("retransmitted per rank", ", ".join(map(str, stats.retransmitted_per_rank))),
+            ("duplicate results dropped per rank", ", ".join(map(str, stats.duplicate_results_per_rank))),
+            ("switch: rounds / resent results", ", ".join(f"job {j}: {c['completed']} / {c['unicast']}"
+                                                        for j, c in enumerate(sc["jobs"]))),
+            ("switch: drops", ", ".join(f"{k} {v}" for k, v in drops.items()) or "none"),
+        ]
     if stats.sim_seconds is not None:
         rows[1:1] = [("time at the clock", f"{stats.cycles / args.clock_mhz:,.2f} us"),
                      ("per rank (completion cycles)", ", ".join(f"{c:,}" for c in stats.nic_cycles))]
@@ -259,6 +287,19 @@ def main(argv=None) -> int:
     d.add_argument("--pcap", help="write every frame to this capture: with --sim verilator|icarus what the NICs "
                    "sent on the fabric (data and acks, time-stamped by cycle); with --sim model the golden "
                    "model's frames")
+    d.add_argument("--algorithm", default="ring", choices=["ring", "switch"],
+                   help="ring: the NICs' ring all-reduce; switch: in-network aggregation (docs/in_network.md)")
+    d.add_argument("--drop", type=float, default=0.0, help="switch: probability that a link drops a frame")
+    d.add_argument("--dup", type=float, default=0.0, help="switch: probability that a link duplicates a frame")
+    d.add_argument("--corrupt", type=float, default=0.0,
+                   help="switch: probability that a link corrupts a frame (the receiver sees a MAC error)")
+    d.add_argument("--fault-seed", type=int, default=1, help="seed of the links' fault generators")
+    d.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="switch: slots per job (a power of two)")
+    d.add_argument("--jobs", type=int, default=1, help="switch: jobs at once, the nodes split between them")
+    d.add_argument("--retransmit-timeout", type=int, default=RETRANSMIT_TIMEOUT,
+                   help="switch: cycles a worker waits for a result before it resends (doubling per resend)")
+    d.add_argument("--deadline", type=int, default=DEADLINE,
+                   help="switch: cycles without a new result after which a collective ends in timeout")
     d.add_argument("--link-latency", type=int, default=125,
                    help="cycles per link in the RTL fabric (two links per hop: NIC -> switch -> NIC)")
     d.add_argument("--waves", nargs="?", const="ainic_demo.fst", metavar="FILE",

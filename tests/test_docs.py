@@ -44,3 +44,26 @@ def test_every_named_test_file_exists():
     assert len(named) > 30
     missing = [str(p) for p in named if not (ROOT / p).is_file()]
     assert not missing, f"docs/hardware.md names test files that do not exist: {missing}"
+
+
+def test_in_network_rule_in_the_docs_is_the_golden_model(rng):
+    """docs/in_network.md's NumPy block computes what numerics.exact_sum_f32 and sum_i32 compute."""
+    import numpy as np
+
+    from host_driver.models import numerics as nm
+    from host_driver.models.vectors import edge_f32_bits
+
+    text = (ROOT / "docs" / "in_network.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    space = {}
+    exec(code, space)
+    terms = np.stack([edge_f32_bits(rng, 3000) for _ in range(4)])
+    terms[1, :500] = terms[0, :500] ^ 0x80000000                     # exact cancellation
+    terms[:, 500:600] = 0x80000000                                   # all -0
+    terms[:, 600:700] = rng.integers(0x7F000000, 0x7F800000, (4, 100))   # overflow to inf
+    with np.errstate(all="ignore"):
+        got = space["exact_sum_f32"](terms.view(np.float32)).view(np.uint32)
+    want = nm.exact_sum_f32(terms)
+    assert np.array_equal(got, want), np.flatnonzero(got != want)[:8]
+    ints = rng.integers(-2**31, 2**31, (5, 1000)).astype(np.int32)
+    assert np.array_equal(space["sum_i32"](ints), nm.sum_i32(ints)[0])

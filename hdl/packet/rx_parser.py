@@ -148,8 +148,7 @@ class RxParser(wiring.Component):
         payload_len = Signal(17)
         m.d.comb += payload_len.eq(f_len - FRAME_HEADER_BYTES)
         need = payload_bytes(m, a.codec, a.count)
-        assert DATA_OPCODES == (FrameOpcode.data, FrameOpcode.result) == (0, 1)
-        data_op = a.opcode <= FrameOpcode.result
+        data_op = Cat(*[a.opcode == op for op in DATA_OPCODES]).any()
         R = DropReason
         fails = {
             R.mac_error: f_err,

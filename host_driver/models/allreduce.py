@@ -84,7 +84,9 @@ def _add(received, own, dtype):
     return s.view(np.uint32)
 
 
-def _check(inputs, codec, dtype):
+def check_inputs(inputs, codec, dtype):
+    """The inputs of a collective (one 32-bit array per rank, equal sizes) as uint32 views; ValueError or
+    TypeError naming what is wrong."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     if codec not in Codec.__members__:
@@ -104,7 +106,7 @@ def _check(inputs, codec, dtype):
 def reduce_scatter_sums(inputs, codec="none", dtype="fp32", packet=256):
     """S for every chunk: the partial sum the ring builds, before the final Q/D. Returns (plan, list of
     bit-pattern arrays, chunk c at index c)."""
-    x = _check(inputs, codec, dtype)
+    x = check_inputs(inputs, codec, dtype)
     n = len(x)
     plan = Plan(n, x[0].size, packet)
     sums = []
@@ -121,7 +123,7 @@ def reduce_scatter_sums(inputs, codec="none", dtype="fp32", packet=256):
 
 def allreduce(inputs, codec="none", dtype="fp32", packet=256) -> np.ndarray:
     """The ring all-reduce: an (N, L) array, every row identical (bit patterns viewed as ``dtype``)."""
-    x = _check(inputs, codec, dtype)
+    x = check_inputs(inputs, codec, dtype)
     if len(x) == 1:
         return _as(np.stack(x), dtype)
     plan, sums = reduce_scatter_sums(x, codec, dtype, packet)
@@ -133,7 +135,7 @@ def allreduce(inputs, codec="none", dtype="fp32", packet=256) -> np.ndarray:
 
 def reduce_scatter(inputs, codec="none", dtype="fp32", packet=256):
     """(N, L) array: rank r holds R = D(Q(S)) of chunk (r+1) mod N at that chunk's place, zeros elsewhere."""
-    x = _check(inputs, codec, dtype)
+    x = check_inputs(inputs, codec, dtype)
     n = len(x)
     if n == 1:
         return _as(np.stack(x), dtype)
@@ -148,7 +150,7 @@ def reduce_scatter(inputs, codec="none", dtype="fp32", packet=256):
 def allgather(inputs, codec="none", dtype="fp32", packet=256):
     """(N, L) array: rank r contributes chunk (r+1) mod N of its input; every rank ends with D(Q(.)) of
     every contribution (its own included), identical on all ranks."""
-    x = _check(inputs, codec, dtype)
+    x = check_inputs(inputs, codec, dtype)
     n = len(x)
     if n == 1:
         return _as(np.stack(x), dtype)
@@ -235,7 +237,7 @@ def ring_traffic(inputs, codec="none", dtype="fp32", packet=256, op="allreduce")
     payload bytes. Decoding the all-gather's packets gives :func:`allreduce`'s result (tests check it).
     Steps keep their all-reduce numbering: the reduce-scatter alone is steps 0 .. N-2, the all-gather
     alone N-1 .. 2N-3, where it sends Q of each owner's own input instead of Q(S)."""
-    x = _check(inputs, codec, dtype)
+    x = check_inputs(inputs, codec, dtype)
     _check_op(op)
     n = len(x)
     plan = Plan(n, x[0].size, packet)

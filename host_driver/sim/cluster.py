@@ -1,6 +1,10 @@
 """N nodes running a collective: ``Cluster(...).allreduce(arrays) -> (results, stats)``, likewise
 ``reduce_scatter`` and ``allgather``.
 
+Algorithms: ``"ring"`` (the NICs' ring all-reduce, docs/allreduce.md) and ``"switch"`` (in-network
+aggregation, docs/in_network.md: every NIC sends its packets to an aggregation switch, which sends the sums
+back; several jobs may share it, and the links may drop, duplicate and corrupt frames, ``faults=``).
+
 Backends: ``"model"`` runs the golden model (``host_driver/models/allreduce.py``) and derives the traffic
 from the exact packets the ring sends; it has no notion of time, so ``cycles`` and ``efficiency`` are None
 there. ``"verilator"`` / ``"icarus"`` run the cluster harness (``hdl/sim/cluster_bench.py``: N NICs with
@@ -23,13 +27,16 @@ import numpy as np
 
 from contract import credits as cr
 from contract.enums import Codec, Dtype, FrameFlag, FrameOpcode, names
+from contract.in_network import DEADLINE, DEFAULT_WINDOW, MAX_WINDOW, RETRANSMIT_TIMEOUT, is_power_of_two
 from contract.limits import MAX_CLUSTER_NODES, WIDTHS
 from contract.protocol import FRAME_HEADER_BYTES, MAX_P, WIRE_OVERHEAD_BYTES
 from host_driver.models import allreduce as ar
+from host_driver.models import in_network as inn
 from host_driver.models import numerics as nm
 from host_driver.models import protocol as proto
 
 BACKENDS = ("model", "verilator", "icarus")
+ALGORITHMS = ("ring", "switch")
 HEADER = FRAME_HEADER_BYTES         # Ethernet + IPv4 + UDP + ainic: 74 bytes per frame
 WIRE_EXTRA = WIRE_OVERHEAD_BYTES    # FCS, preamble + SFD, inter-frame gap: what a link spends per frame
 MODEL_OPS = {"allreduce": ar.allreduce, "reduce_scatter": ar.reduce_scatter, "allgather": ar.allgather}
@@ -46,6 +53,29 @@ def rank_mac(r: int) -> str:
 
 def rank_ip(r: int) -> str:
     return f"10.0.1.{r + 1}"
+
+
+class CollectiveTimeout(RuntimeError):
+    """A collective that could not finish: ``status`` per rank ("ok" or "timeout"), ``stats`` as far as
+    it got."""
+
+    def __init__(self, message, status, stats):
+        super().__init__(message)
+        self.status, self.stats = status, stats
+
+
+def parse_faults(faults) -> inn.Faults:
+    """``faults`` as :class:`in_network.Faults`: one already, a dict of its fields, or None (no faults)."""
+    if faults is None:
+        return inn.Faults()
+    if isinstance(faults, inn.Faults):
+        return faults
+    if isinstance(faults, dict):
+        unknown = set(faults) - {"drop", "dup", "corrupt", "seed"}
+        if unknown:
+            raise ValueError(f"faults: unknown keys {sorted(unknown)}; drop, dup, corrupt, seed")
+        return inn.Faults(**faults)
+    raise TypeError(f"faults must be an in_network.Faults, a dict or None, got {type(faults).__name__}")
 
 
 @dataclass
@@ -73,6 +103,16 @@ class ClusterStats:
     sim_seconds: float = None        # wall time of the simulation (build excluded)
     traffic_matches_model: bool = None   # the RTL links carried the model's frame and byte counts
     op: str = "allreduce"            # the collective (allreduce.OPS)
+    algorithm: str = "ring"          # ALGORITHMS
+    jobs: list = None                # switch: the ranks of each job
+    down_frames_per_link: list = None       # switch: frames the switch sent rank r (results)
+    down_frame_bytes_per_link: list = None
+    faults: dict = None              # switch: the fault probabilities and seed
+    fault_counters: dict = None      # switch: per link, frames dropped, duplicated and corrupted
+    retransmitted_per_rank: list = None     # switch: contributions a rank sent again (its timer)
+    duplicate_results_per_rank: list = None     # switch: results a rank dropped as already taken
+    switch_counters: dict = None     # switch: its drops by reason, and per job absorbed/completed/unicast
+    model_cycles: float = None       # switch, model backend: the event model's time (not a measurement)
 
     @property
     def link_bytes_per_cycle(self) -> float:
@@ -101,7 +141,9 @@ class Cluster:
     def __init__(self, nodes: int, backend: str = "model", width: int = 512, codec: str = "none",
                  dtype: str = "fp32", packet: int = 256, link_gbps: float = 80.0, clock_mhz: float = 250.0,
                  lag: int = 8, link_latency: int = 125, memory: dict = None, waves: bool = False,
-                 workdir=None, bench_nodes: int = None, capture: bool = False):
+                 workdir=None, bench_nodes: int = None, capture: bool = False, algorithm: str = "ring",
+                 faults=None, window: int = DEFAULT_WINDOW, jobs: int = 1,
+                 retransmit_timeout: int = RETRANSMIT_TIMEOUT, deadline: int = DEADLINE):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_CLUSTER_NODES:
@@ -124,6 +166,27 @@ class Cluster:
             raise ValueError(f"link_latency must be an int in 0 .. 60000 cycles, got {link_latency!r}")
         if backend != "model" and nodes < 2:
             raise ValueError("the RTL cluster needs at least 2 nodes (1 node is a copy: use backend='model')")
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+        self.faults = parse_faults(faults)
+        if algorithm == "ring" and self.faults.any:
+            raise ValueError("faults need algorithm='switch': the ring does not recover lost frames yet "
+                             "(a lost frame ends it with network_mismatch)")
+        if algorithm == "switch":
+            if backend != "model":
+                raise ValueError("the RTL aggregation switch is not in the cluster bench yet: "
+                                 "algorithm='switch' runs on backend='model'")
+            if not is_power_of_two(window) or window > MAX_WINDOW:
+                raise ValueError(f"window must be a power of two in 1 .. {MAX_WINDOW}, got {window!r}")
+            if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= nodes:
+                raise ValueError(f"jobs must be an int in 1 .. nodes ({nodes}), got {jobs!r}")
+            for name, v in (("retransmit_timeout", retransmit_timeout), ("deadline", deadline)):
+                if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                    raise ValueError(f"{name} must be a positive int (cycles), got {v!r}")
+        elif jobs != 1:
+            raise ValueError("jobs > 1 needs algorithm='switch' (a ring is one job)")
+        self.algorithm, self.window, self.jobs = algorithm, window, jobs
+        self.retransmit_timeout, self.deadline = retransmit_timeout, deadline
         self.nodes, self.backend, self.width = nodes, backend, width
         self.link_latency, self.memory, self.waves = link_latency, dict(memory or {}), waves
         self.workdir = Path(workdir) if workdir else None
@@ -147,8 +210,30 @@ class Cluster:
                 raise TypeError(f"array {i} is {a.dtype}, expected {np.dtype(want).name} for dtype {self.dtype!r}")
         return arrays
 
+    def job_ranks(self) -> list:
+        """The ranks of each job: ``jobs`` contiguous groups, as even as they go (one group for a ring)."""
+        return [list(map(int, g)) for g in np.array_split(np.arange(self.nodes), self.jobs)]
+
+    def golden(self, arrays, op: str = "allreduce"):
+        """What every rank must end with: the golden model of this cluster's algorithm (per job)."""
+        x = self._inputs(arrays)
+        if self.algorithm == "ring":
+            return MODEL_OPS[op](x, self.codec, self.dtype, self.packet)
+        out = np.zeros((self.nodes, len(x[0])), np.float32 if self.dtype == "fp32" else np.int32)
+        for g in self.job_ranks():
+            out[g] = inn.allreduce([x[r] for r in g], self.codec, self.dtype)
+        return out
+
     def frames(self, arrays, op: str = "allreduce"):
-        """Every frame of the collective ``op`` (from a fresh reset) as (sender rank, frame bytes). Each
+        """Every frame of the collective ``op`` (from a fresh reset) as (sender rank, frame bytes); for
+        the switch, what each link took in, in time order, the switch's frames as sender -1."""
+        if self.algorithm == "switch":
+            yield from self._switch_frames(self._switch_run(self._inputs(arrays), record=True))
+            return
+        yield from self._ring_frames(arrays, op)
+
+    def _ring_frames(self, arrays, op):
+        """The ring's frames as (sender rank, frame bytes). Each
         rank's frames come in the order its engine works (``allreduce.rank_schedule`` with the lag the NIC
         runs), data frames numbered by ``psn`` per link, with an ack to the previous rank after every
         ``credits.ACK_EVERY`` frames consumed (where the RTL sends it may differ by a frame or two: it
@@ -206,10 +291,14 @@ class Cluster:
         return self.collective("allgather", arrays)
 
     def collective(self, op: str, arrays):
-        """Run ring collective ``op`` (one of ``allreduce.OPS``) on ``arrays``: (results, stats)."""
+        """Run collective ``op`` (one of ``allreduce.OPS``) on ``arrays``: (results, stats)."""
         if op not in ar.OPS:
             raise ValueError(f"op must be one of {ar.OPS}, got {op!r}")
         x = self._inputs(arrays)
+        if self.algorithm == "switch":
+            if op != "allreduce":
+                raise ValueError(f"the switch algorithm runs allreduce only, got {op!r}")
+            return self._collective_switch(x)
         if self.backend != "model":
             return self._collective_rtl(op, x)
         return MODEL_OPS[op](x, self.codec, self.dtype, self.packet), self._traffic_stats(x, op)
@@ -234,6 +323,50 @@ class Cluster:
         stats.bound_cycles = ar.ring_bound_cycles(n, plan.elements, stats.link_bytes_per_cycle, self.codec,
                                                   self.packet, HEADER + WIRE_EXTRA, op)
         return stats
+
+    # -- in-network aggregation --------------------------------------------------------------------------
+    def _switch_run(self, x, record=False):
+        return inn.simulate(x, self.codec, self.dtype, self.packet, self.window, self.faults,
+                            link_bytes_per_cycle=self.link_gbps * 1e9 / 8 / (self.clock_mhz * 1e6),
+                            latency=self.link_latency, timeout=self.retransmit_timeout, deadline=self.deadline,
+                            jobs=self.job_ranks(), record=record)
+
+    def _switch_frames(self, run):
+        sw = run.switch
+        for _, link, a in run.frames:
+            r = link // 2
+            if link % 2 == 0:
+                yield r, a.frame(rank_mac(r), sw.mac, rank_ip(r), sw.ip)
+            else:
+                yield -1, sw.result_frame(r, a)
+
+    def _collective_switch(self, x):
+        run = self._switch_run(x)
+        n, L = self.nodes, len(x[0])
+        up, down = run.uplinks, run.downlinks
+        stats = ClusterStats(n, L, self.codec, self.dtype, self.packet, self.clock_mhz, self.link_gbps,
+                             [u.frames for u in up], [u.bytes for u in up],
+                             [u.bytes - HEADER * u.frames for u in up], data_frames_per_link=[u.frames for u in up],
+                             ack_frames_per_link=[0] * n, backend=self.backend, width=self.width,
+                             raw_bytes_per_link=[w.raw_bytes for w in run.workers], link_latency=self.link_latency,
+                             algorithm="switch", jobs=self.job_ranks(),
+                             down_frames_per_link=[d.frames for d in down],
+                             down_frame_bytes_per_link=[d.bytes for d in down],
+                             faults=asdict(self.faults),
+                             fault_counters={k: [asdict(c) for c in links] for k, links in (("up", up), ("down", down))},
+                             retransmitted_per_rank=[w.retransmitted for w in run.workers],
+                             duplicate_results_per_rank=[w.duplicates for w in run.workers],
+                             switch_counters={"drops": dict(run.switch.drops),
+                                              "jobs": [asdict(c) for c in run.switch.job_counters]},
+                             model_cycles=run.cycles)
+        stats.bound_cycles = inn.bound_cycles(L, self.packet, self.codec, stats.link_bytes_per_cycle,
+                                              HEADER + WIRE_EXTRA)
+        late = [r for r, s in enumerate(run.status) if s != "ok"]
+        if late:
+            raise CollectiveTimeout(
+                f"switch all-reduce: ranks {late} timed out (no new result for {self.deadline:,} cycles); "
+                f"faults {asdict(self.faults)}", run.status, stats)
+        return run.results, stats
 
     def _collective_rtl(self, op, x):
         from hdl.flow.export import build_dir  # the RTL backends' dependencies (module docstring)

@@ -9,9 +9,11 @@ from scapy.layers.l2 import Ether
 from contract.enums import Codec, FrameOpcode, names
 from host_driver.cli import main
 from host_driver.models import allreduce as ar
+from host_driver.models import in_network as inn
+from host_driver.models import numerics as nm
 from host_driver.models.pcap import read_pcap
 from host_driver.models.protocol import Ainic
-from host_driver.sim.cluster import Cluster
+from host_driver.sim.cluster import Cluster, CollectiveTimeout
 
 
 @pytest.mark.parametrize("nodes", [2, 3, 5])
@@ -67,3 +69,87 @@ def test_bad_arrays():
         c.allreduce([np.zeros(4, np.float32)])
     with pytest.raises(TypeError, match="array 1 is float64"):
         c.allreduce([np.zeros(4, np.float32), np.zeros(4)])
+
+
+# -- in-network aggregation (algorithm="switch") ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", ["none", "bfp4"])
+def test_switch_model_results_traffic_and_bound(rng, codec):
+    n, L, P = 4, 5000, 256
+    x = [rng.standard_normal(L).astype(np.float32) for _ in range(n)]
+    c = Cluster(n, codec=codec, algorithm="switch", window=4)
+    results, stats = c.allreduce(x)
+    assert np.array_equal(results.view(np.uint32), inn.allreduce(x, codec).view(np.uint32))
+    J = -(-L // P)
+    assert stats.frames_per_link == [J] * n and stats.down_frames_per_link == [J] * n
+    wire = sum(nm.codec_bytes(codec, min(P, L - k)) + 74 + 24 for k in range(0, L, P))
+    assert stats.bound_cycles == pytest.approx(wire / 40.0)
+    assert stats.retransmitted_per_rank == [0] * n and stats.switch_counters["jobs"][0]["completed"] == J
+    assert stats.compression_ratio == pytest.approx(4 * L / (stats.payload_bytes_per_link[0]))
+
+
+def test_switch_model_with_faults_and_two_jobs(rng):
+    x = [rng.standard_normal(3000).astype(np.float32) for _ in range(6)]
+    c = Cluster(6, algorithm="switch", jobs=2, window=8, faults={"drop": 0.03, "dup": 0.03, "corrupt": 0.03, "seed": 4})
+    results, stats = c.allreduce(x)
+    assert c.job_ranks() == [[0, 1, 2], [3, 4, 5]]
+    assert np.array_equal(results.view(np.uint32), c.golden(x).view(np.uint32))
+    assert not np.array_equal(results[0], results[3])
+    assert sum(stats.retransmitted_per_rank) > 0
+    assert sum(f["dropped"] + f["corrupted"] for f in stats.fault_counters["up"] + stats.fault_counters["down"]) > 0
+
+
+def test_switch_frames_are_valid_aggregation_frames(rng):
+    x = [rng.standard_normal(100).astype(np.float32) for _ in range(2)]
+    frames = list(Cluster(2, algorithm="switch", packet=32, window=2).frames(x))
+    hdrs = [(s, Ether(f)[Ainic]) for s, f in frames]
+    up = [h for s, h in hdrs if s >= 0]
+    down = [h for s, h in hdrs if s == -1]
+    assert len(up) == len(down) == 8
+    assert {h.opcode for h in up} == {FrameOpcode.aggregate} and {h.opcode for h in down} == {FrameOpcode.aggregated}
+    assert sorted((h.worker, h.psn) for h in down) == sorted((w, j) for w in range(2) for j in range(4))
+
+
+def test_switch_timeout_is_an_exception_naming_the_ranks(rng):
+    x = [rng.standard_normal(64).astype(np.float32) for _ in range(2)]
+    c = Cluster(2, algorithm="switch", packet=16, window=2, faults={"drop": 1.0}, deadline=50_000,
+                retransmit_timeout=1000)
+    with pytest.raises(CollectiveTimeout, match=r"ranks \[0, 1\] timed out") as e:
+        c.allreduce(x)
+    assert e.value.status == ["timeout", "timeout"] and e.value.stats.retransmitted_per_rank[0] > 0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(faults={"drop": 0.01}), "faults need algorithm='switch'"),
+    (dict(algorithm="tree"), "algorithm must be one of"),
+    (dict(algorithm="switch", backend="verilator"), "not in the cluster bench yet"),
+    (dict(algorithm="switch", window=3), "power of two"),
+    (dict(algorithm="switch", jobs=5), "jobs must be"),
+    (dict(jobs=2), "jobs > 1 needs algorithm='switch'"),
+    (dict(algorithm="switch", faults={"drop": 2}), r"probability must be in \[0, 1\]"),
+    (dict(algorithm="switch", faults={"loss": 0.1}), "unknown keys"),
+])
+def test_switch_arguments_are_checked(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Cluster(4, **kwargs)
+
+
+def test_switch_op_other_than_allreduce_is_refused(rng):
+    x = [rng.standard_normal(64).astype(np.float32) for _ in range(2)]
+    with pytest.raises(ValueError, match="allreduce only"):
+        Cluster(2, algorithm="switch").reduce_scatter(x)
+
+
+def test_demo_switch_with_faults(tmp_path, capsys):
+    out = tmp_path / "s.json"
+    assert main(["demo", "--algorithm", "switch", "--nodes", "8", "--elements", "20000", "--drop", "0.01",
+                 "--dup", "0.01", "--corrupt", "0.01", "--json", str(out), "--pcap", str(tmp_path / "s.pcap")]) == 0
+    text = capsys.readouterr().out
+    assert "in-network bound" in text and "bit-exact with golden model        yes" in text
+    d = json.loads(out.read_text())
+    assert d["bit_exact"] and d["identical_on_all_ranks"] and d["algorithm"] == "switch"
+    assert sum(d["retransmitted_per_rank"]) > 0
+    assert len(read_pcap(tmp_path / "s.pcap")) > 2 * 8 * 79
+    assert main(["demo", "--drop", "0.01", "--nodes", "2", "--elements", "100"]) == 2
+    assert "faults need algorithm='switch'" in capsys.readouterr().err

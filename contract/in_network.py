@@ -1,0 +1,106 @@
+"""In-network aggregation: what the aggregation switch, the NIC's switch mode and the models share
+(docs/in_network.md).
+
+A job's workers send their packets to the switch as contributions (``FrameOpcode.aggregate``). Packet j of
+a collective has the job-wide packet number g = first + j (``psn``; it keeps counting across collectives)
+and goes to slot ``g mod S``, set ``(g div S) mod 2`` of the job's window of S slots (S a power of two).
+The switch sums a round's contributions exactly, and when every worker has contributed it sends the sum to
+all of them (``FrameOpcode.aggregated``). A worker sends packet g + S only after it has the result of g.
+
+Faults: every link of the cluster harness can drop, duplicate and corrupt frames, decided per frame by
+:class:`FaultStream`, deterministically for a seed; the RTL injector and the model draw the same numbers.
+"""
+
+from dataclasses import dataclass
+
+#: ``dst_rank`` of a contribution and ``src_rank`` of a result: the switch
+SWITCH_RANK = 0xFFFF
+#: ports of an aggregation switch
+MIN_SWITCH_PORTS, MAX_SWITCH_PORTS = 2, 16
+#: workers of one job (the bitmap of a slot set has one bit per worker)
+MAX_JOB_WORKERS = 16
+#: largest window a job may have (slots; a power of two)
+MAX_WINDOW = 256
+#: a job's window by default: above the bandwidth-delay product of an 80 Gb/s link with 0.5 us links
+#: (docs/in_network.md, "Sizing")
+DEFAULT_WINDOW = 32
+#: cycles a worker waits for a result after its contribution left, before it sends it again; each resend
+#: of the same packet doubles the wait, up to ``RETRANSMIT_TIMEOUT << BACKOFF_MAX``
+RETRANSMIT_TIMEOUT = 2048
+BACKOFF_MAX = 4
+#: cycles without a new result after which a worker ends the collective with status ``timeout``
+DEADLINE = 1_000_000
+#: psn arithmetic is modulo 2**32; g is newer than k when 0 < (g - k) mod 2**32 < 2**31
+PSN_MOD = 1 << 32
+
+
+def psn_newer(g: int, k: int) -> bool:
+    """Whether packet number ``g`` comes after ``k`` (modulo 2**32)."""
+    return 0 < (g - k) % PSN_MOD < PSN_MOD // 2
+
+
+def is_power_of_two(n: int) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 1 and n & (n - 1) == 0
+
+
+def slot_of(g: int, window: int) -> tuple:
+    """(slot, set) of packet number ``g`` in a window of ``window`` slots (a power of two)."""
+    if not is_power_of_two(window) or window > MAX_WINDOW:
+        raise ValueError(f"window must be a power of two in 1 .. {MAX_WINDOW}, got {window!r}")
+    return g % window, (g // window) % 2
+
+
+# -- fault injection -------------------------------------------------------------------------------------
+#: a probability is a 16-bit threshold: a frame is hit when a 16-bit random number is below it
+PROB_ONE = 1 << 16
+
+
+def threshold(p: float) -> int:
+    """The 16-bit threshold of probability ``p`` (0 .. 65535, i.e. at most 1 - 2**-16)."""
+    if not 0 <= p <= 1:
+        raise ValueError(f"a probability must be in [0, 1], got {p!r}")
+    return min(PROB_ONE - 1, round(p * PROB_ONE))
+
+
+def xorshift32(s: int) -> int:
+    """One step of Marsaglia's xorshift32 (13, 17, 5): the fault injector's generator; never 0 from non-0."""
+    s ^= (s << 13) & 0xFFFFFFFF
+    s ^= s >> 17
+    s ^= (s << 5) & 0xFFFFFFFF
+    return s
+
+
+def link_seed(seed: int, link: int) -> int:
+    """The generator state a link starts from: ``seed`` and the link's number mixed (never 0). Link 2i is
+    node i's uplink (NIC to switch), 2i + 1 its downlink."""
+    s = (seed * 0x9E3779B1 + (link + 1) * 0x85EBCA77) & 0xFFFFFFFF
+    return s or 1
+
+
+@dataclass(frozen=True)
+class FaultDecision:
+    drop: bool
+    corrupt: bool
+    duplicate: bool
+
+
+class FaultStream:
+    """The decisions for consecutive frames on one link. Per frame: step the generator; the low 16 bits
+    against the drop threshold, the high 16 against the corruption threshold; step again; the low 16 bits
+    against the duplication threshold. A dropped frame is not corrupted or duplicated; a duplicate is an
+    exact copy of what was sent (corrupted or not), right behind it."""
+
+    def __init__(self, state: int, drop: int = 0, dup: int = 0, corrupt: int = 0):
+        if not 1 <= state < 1 << 32:
+            raise ValueError(f"generator state must be a non-zero 32-bit value, got {state!r}")
+        for name, t in (("drop", drop), ("dup", dup), ("corrupt", corrupt)):
+            if not 0 <= t < PROB_ONE:
+                raise ValueError(f"{name} threshold must be in 0 .. {PROB_ONE - 1}, got {t!r}")
+        self.state, self.drop, self.dup, self.corrupt = state, drop, dup, corrupt
+
+    def next(self) -> FaultDecision:
+        self.state = xorshift32(self.state)
+        drop = (self.state & 0xFFFF) < self.drop
+        corrupt = not drop and (self.state >> 16) < self.corrupt
+        self.state = xorshift32(self.state)
+        return FaultDecision(drop, corrupt, not drop and (self.state & 0xFFFF) < self.dup)

@@ -1,0 +1,645 @@
+"""Golden model of in-network aggregation, exactly as docs/in_network.md states it.
+
+* :func:`allreduce` -- the result of a switch all-reduce from the inputs alone (NumPy): what every rank
+  ends with, whatever the arrival order, losses and retransmissions.
+* :func:`packets` -- how a worker cuts its tensor into packets, numbers them and maps them to slots.
+* :class:`SwitchModel` -- the aggregation switch, frame by frame: job table, slot pool, the decision
+  table, result multicast and stored-result unicast, forwarding by MAC, counters. The RTL switch is checked
+  against it packet by packet.
+* :class:`WorkerModel` -- a NIC in switch mode: a self-clocked window of slots, result checks, a
+  retransmission timer with back-off, a collective timeout.
+* :func:`simulate` -- N workers, their links (latency, rate, the fault injection of
+  ``contract.in_network.FaultStream``) and the switch, as a discrete-event simulation: the model backend
+  of ``Cluster(algorithm="switch")``.
+"""
+
+import heapq
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from contract.enums import AggDrop, Codec, DropReason, Dtype, FrameFlag, FrameOpcode
+from contract.in_network import (
+    BACKOFF_MAX,
+    DEADLINE,
+    DEFAULT_WINDOW,
+    MAX_JOB_WORKERS,
+    MAX_SWITCH_PORTS,
+    MAX_WINDOW,
+    MIN_SWITCH_PORTS,
+    RETRANSMIT_TIMEOUT,
+    SWITCH_RANK,
+    FaultStream,
+    is_power_of_two,
+    link_seed,
+    psn_newer,
+    slot_of,
+    threshold,
+)
+from contract.protocol import FRAME_HEADER_BYTES, MAX_P, MIN_P, UDP_PORT, WIRE_OVERHEAD_BYTES
+from host_driver.models import allreduce as ar
+from host_driver.models import numerics as nm
+from host_driver.models import protocol as proto
+
+SWITCH_MAC = "02:00:00:00:00:fe"
+SWITCH_IP = "10.0.1.254"
+
+
+# -- semantics -------------------------------------------------------------------------------------------
+def _check(inputs, codec, dtype):
+    """The ring's input checks (``allreduce.check_inputs``), and a job's limits."""
+    x = ar.check_inputs(inputs, codec, dtype)
+    if len(x) > MAX_JOB_WORKERS:
+        raise ValueError(f"a switch job has at most {MAX_JOB_WORKERS} workers, got {len(x)}")
+    if x[0].size == 0:
+        raise ValueError("no elements")
+    return x
+
+
+def reduce_bits(terms, dtype: str) -> np.ndarray:
+    """The switch's sum of a stack of decoded terms ((k, n) uint32 bit patterns): fp32 exactly, rounded
+    once (``numerics.exact_sum_f32``); int32 exactly, saturated once (``numerics.sum_i32``)."""
+    terms = np.asarray(terms, np.uint32)
+    if dtype == "fp32":
+        return nm.exact_sum_f32(terms)
+    return nm.sum_i32(terms.view(np.int32))[0].view(np.uint32)
+
+
+def _q(bits, codec):
+    """D(Q(x)) with blocks from element 0 (packets start at multiples of 16, so per packet is the same)."""
+    return bits if codec == "none" else nm.as_bits(nm.roundtrip(bits, codec))
+
+
+def allreduce(inputs, codec="none", dtype="fp32") -> np.ndarray:
+    """The switch all-reduce: every rank gets D(Q(sum)) where sum is the exact sum of the decoded
+    contributions D(Q(x_i)), rounded once (fp32) or saturated once (int32). (N, L) array of ``dtype``,
+    every row identical. The packet size does not matter: codec blocks never straddle packets."""
+    x = _check(inputs, codec, dtype)
+    out = _q(reduce_bits(np.stack([_q(a, codec) for a in x]), dtype), codec)
+    return np.tile(out, (len(x), 1)).view(np.float32 if dtype == "fp32" else np.int32)
+
+
+def bound_cycles(elements: int, packet: int, codec: str, link_bytes_per_cycle: float,
+                 overhead_bytes: int = FRAME_HEADER_BYTES + WIRE_OVERHEAD_BYTES) -> float:
+    """The in-network bound: every worker's uplink carries each of its packets once (and its downlink
+    each result once, at the same time), as frames with ``overhead_bytes`` each."""
+    full, rest = divmod(elements, packet)
+    wire = full * (nm.codec_bytes(codec, packet) + overhead_bytes)
+    if rest:
+        wire += nm.codec_bytes(codec, rest) + overhead_bytes
+    return wire / link_bytes_per_cycle
+
+
+@dataclass(frozen=True)
+class PacketPlan:
+    j: int              # packet index within the collective
+    psn: int            # job-wide packet number g (mod 2**32)
+    slot: int
+    set: int
+    offset: int         # first element
+    count: int
+
+
+def packets(elements: int, packet: int, window: int, first: int = 0) -> list:
+    """A worker's packets of one collective: packet j holds elements [jP, min(jP + P, L)), is numbered
+    g = first + j and goes to ``slot_of(g, window)``."""
+    if not (isinstance(packet, int) and MIN_P <= packet <= MAX_P and packet % 16 == 0):
+        raise ValueError(f"packet must be a multiple of 16 in {MIN_P} .. {MAX_P}, got {packet!r}")
+    if elements < 1:
+        raise ValueError(f"elements must be >= 1, got {elements}")
+    out = []
+    for j, off in enumerate(range(0, elements, packet)):
+        g = (first + j) % (1 << 32)
+        slot, s = slot_of(g, window)
+        out.append(PacketPlan(j, g, slot, s, off, min(packet, elements - off)))
+    return out
+
+
+# -- frames ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Agg:
+    """An aggregation frame's header fields and payload (a contribution or a result)."""
+    opcode: int
+    job: int
+    worker: int
+    slot: int
+    set: int
+    psn: int
+    offset: int
+    count: int
+    codec: int
+    dtype: int
+    payload: bytes
+    retransmit: bool = False
+    collective: int = 0
+
+    @property
+    def flags(self) -> int:
+        return (FrameFlag.shadow if self.set else 0) | (FrameFlag.retransmit if self.retransmit else 0)
+
+    def wire_bytes(self) -> int:
+        """Bytes the frame takes on a link, overhead included."""
+        return len(self.payload) + FRAME_HEADER_BYTES + WIRE_OVERHEAD_BYTES
+
+    def frame(self, src_mac, dst_mac, src_ip, dst_ip, udp_port=UDP_PORT) -> bytes:
+        to_switch = self.opcode == FrameOpcode.aggregate
+        return proto.build_frame(
+            self.payload, dst_mac=dst_mac, src_mac=src_mac, src_ip=src_ip, dst_ip=dst_ip, sport=udp_port,
+            dport=udp_port, opcode=self.opcode, codec=self.codec, dtype=self.dtype, flags=self.flags,
+            job=self.job, collective=self.collective, src_rank=self.worker if to_switch else SWITCH_RANK,
+            dst_rank=SWITCH_RANK if to_switch else self.worker, chunk=0, worker=self.worker, slot=self.slot,
+            count=self.count, offset=self.offset, psn=self.psn)
+
+    @classmethod
+    def from_header(cls, h: dict, payload: bytes) -> "Agg":
+        return cls(h["opcode"], h["job"], h["worker"], h["slot"], int(bool(h["flags"] & FrameFlag.shadow)),
+                   h["psn"], h["offset"], h["count"], h["codec"], h["dtype"], bytes(payload),
+                   bool(h["flags"] & FrameFlag.retransmit), h["collective"])
+
+
+# -- the switch ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Job:
+    """One entry of the switch's job table: job ``job`` has ``len(ports)`` workers, worker w behind port
+    ``ports[w]``, a window of ``window`` slots starting at pool slot ``slot_base``, and one dtype, codec and
+    packet size (elements)."""
+    job: int
+    ports: tuple
+    window: int
+    slot_base: int = 0
+    dtype: str = "fp32"
+    codec: str = "none"
+    packet: int = 256
+
+    def __post_init__(self):
+        if not 0 <= self.job < 1 << 16:
+            raise ValueError(f"job id must be in 0 .. 65535, got {self.job!r}")
+        if not 1 <= len(self.ports) <= MAX_JOB_WORKERS:
+            raise ValueError(f"a job has 1 .. {MAX_JOB_WORKERS} workers, got {len(self.ports)}")
+        if len(set(self.ports)) != len(self.ports):
+            raise ValueError(f"a job's workers need distinct ports, got {self.ports}")
+        if not is_power_of_two(self.window) or self.window > MAX_WINDOW:
+            raise ValueError(f"window must be a power of two in 1 .. {MAX_WINDOW}, got {self.window!r}")
+        _check([np.zeros(1, np.uint32)], self.codec, self.dtype)
+        if not (MIN_P <= self.packet <= MAX_P and self.packet % 16 == 0):
+            raise ValueError(f"packet must be a multiple of 16 in {MIN_P} .. {MAX_P}, got {self.packet!r}")
+
+    @property
+    def workers(self) -> int:
+        return len(self.ports)
+
+
+@dataclass
+class SlotSet:
+    """One set of one slot: the round it holds (``psn``), who has contributed, and their decoded terms."""
+    psn: int = None             # None: no round yet since the job was configured
+    bitmap: int = 0
+    count: int = 0              # contributions to the round
+    offset: int = 0
+    elements: int = 0
+    collective: int = 0
+    terms: list = field(default_factory=list)
+    result: bytes = None        # the encoded sum, once complete
+
+
+@dataclass
+class JobCounters:
+    absorbed: int = 0           # contributions taken into a round (the completing one included)
+    completed: int = 0          # rounds complete, each multicast to every worker
+    unicast: int = 0            # stored results sent again to one worker (its contribution was a copy)
+    drops: dict = field(default_factory=lambda: {r.name: 0 for r in AggDrop})
+
+
+@dataclass
+class PortCounters:
+    frames_in: int = 0
+    frames_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    forwarded: int = 0          # frames in that were forwarded by MAC
+    unknown_mac: int = 0        # frames in for a MAC no port has: dropped
+    parser_drops: dict = field(default_factory=lambda: {r.name: 0 for r in DropReason})
+
+
+class SwitchModel:
+    """The aggregation switch (docs/in_network.md): ``ports`` ports, a pool of ``slots`` slots (two sets
+    each), up to ``max_jobs`` jobs. ``port_macs``/``port_ips``: the address of what is behind each port
+    (forwarding, and the destination of results)."""
+
+    def __init__(self, ports: int, slots: int = 64, max_jobs: int = 4, port_macs=None, port_ips=None,
+                 mac: str = SWITCH_MAC, ip: str = SWITCH_IP, udp_port: int = UDP_PORT):
+        if not MIN_SWITCH_PORTS <= ports <= MAX_SWITCH_PORTS:
+            raise ValueError(f"ports must be in {MIN_SWITCH_PORTS} .. {MAX_SWITCH_PORTS}, got {ports!r}")
+        if not 1 <= slots <= 4096:
+            raise ValueError(f"slots must be in 1 .. 4096, got {slots!r}")
+        self.ports, self.slots, self.max_jobs = ports, slots, max_jobs
+        self.port_macs = list(port_macs or [f"02:00:00:00:01:{p:02x}" for p in range(ports)])
+        self.port_ips = list(port_ips or [f"10.0.1.{p + 1}" for p in range(ports)])
+        self.mac, self.ip, self.udp_port = mac, ip, udp_port
+        self.jobs = [None] * max_jobs
+        self.pool = [[SlotSet(), SlotSet()] for _ in range(slots)]
+        self.job_counters = [JobCounters() for _ in range(max_jobs)]
+        self.port_counters = [PortCounters() for _ in range(ports)]
+        self.drops = {r.name: 0 for r in AggDrop}       # every aggregation drop, job known or not
+
+    def configure(self, index: int, job: Job = None):
+        """Write (or with None, disable) job table entry ``index``; a written job starts with its slots
+        empty and its counters at zero."""
+        if not 0 <= index < self.max_jobs:
+            raise ValueError(f"job index must be in 0 .. {self.max_jobs - 1}, got {index!r}")
+        if job is not None:
+            if max(job.ports) >= self.ports:
+                raise ValueError(f"job {job.job}: port {max(job.ports)} does not exist ({self.ports} ports)")
+            if job.slot_base + job.window > self.slots:
+                raise ValueError(f"job {job.job}: slots {job.slot_base} .. {job.slot_base + job.window - 1} "
+                                 f"beyond the pool of {self.slots}")
+            for i, other in enumerate(self.jobs):
+                if other is None or i == index:
+                    continue
+                if other.job == job.job:
+                    raise ValueError(f"job id {job.job} is already entry {i}")
+                if (job.slot_base < other.slot_base + other.window
+                        and other.slot_base < job.slot_base + job.window):
+                    raise ValueError(f"job {job.job}'s slots overlap job {other.job}'s")
+            for s in range(job.slot_base, job.slot_base + job.window):
+                self.pool[s] = [SlotSet(), SlotSet()]
+        self.jobs[index] = job
+        self.job_counters[index] = JobCounters()
+
+    # -- the decision table ------------------------------------------------------------------------------
+    def _drop(self, reason: AggDrop, index=None):
+        self.drops[reason.name] += 1
+        if index is not None:
+            self.job_counters[index].drops[reason.name] += 1
+        return []
+
+    def contribute(self, port: int, a: Agg) -> list:
+        """A contribution ``a`` arriving on ``port`` (its frame already accepted): the (port, Agg) results
+        it causes, per the decision table."""
+        if a.opcode != FrameOpcode.aggregate:
+            return self._drop(AggDrop.opcode)
+        index = next((i for i, j in enumerate(self.jobs) if j is not None and j.job == a.job), None)
+        if index is None:
+            return self._drop(AggDrop.unknown_job)
+        job, jc = self.jobs[index], self.job_counters[index]
+        if a.worker >= job.workers or job.ports[a.worker] != port:
+            return self._drop(AggDrop.not_member, index)
+        if a.dtype != Dtype[job.dtype] or a.codec != Codec[job.codec]:
+            return self._drop(AggDrop.dtype, index)
+        if a.slot >= job.window:
+            return self._drop(AggDrop.slot_range, index)
+        if a.count > job.packet:
+            return self._drop(AggDrop.count, index)
+        st = self.pool[job.slot_base + a.slot][a.set]
+        bit = 1 << a.worker
+        if st.psn is None or psn_newer(a.psn, st.psn):
+            if st.psn is not None and st.count < job.workers:
+                return self._drop(AggDrop.busy, index)
+            st.psn, st.bitmap, st.count, st.offset, st.elements = a.psn, 0, 0, a.offset, a.count
+            st.collective, st.terms, st.result = a.collective, [], None
+        elif a.psn != st.psn:
+            return self._drop(AggDrop.stale, index)
+        elif a.offset != st.offset or a.count != st.elements:
+            return self._drop(AggDrop.count, index)
+        elif st.bitmap & bit:
+            if st.count < job.workers:
+                return self._drop(AggDrop.duplicate, index)
+            jc.unicast += 1
+            return [(port, self._result(job, a.slot, a.set, st, a.worker, retransmit=True))]
+        st.bitmap |= bit
+        st.count += 1
+        st.terms.append(self._decode(job, a))
+        jc.absorbed += 1
+        if st.count < job.workers:
+            return []
+        jc.completed += 1
+        st.result = self._encode(job, reduce_bits(np.stack(st.terms), job.dtype))
+        return [(job.ports[w], self._result(job, a.slot, a.set, st, w)) for w in range(job.workers)]
+
+    @staticmethod
+    def _decode(job, a):
+        if job.codec == "none":
+            return np.frombuffer(a.payload, np.uint32)
+        return nm.as_bits(nm.decompress(a.payload, job.codec, a.count))
+
+    @staticmethod
+    def _encode(job, bits):
+        return bits.tobytes() if job.codec == "none" else nm.compress(bits, job.codec)
+
+    @staticmethod
+    def _result(job, slot, s, st, worker, retransmit=False):
+        return Agg(FrameOpcode.aggregated, job.job, worker, slot, s, st.psn, st.offset, st.elements,
+                   Codec[job.codec], Dtype[job.dtype], st.result, retransmit, st.collective)
+
+    # -- frames ------------------------------------------------------------------------------------------
+    def receive(self, port: int, frame: bytes, mac_error: bool = False) -> list:
+        """One frame in on ``port``: the (port, frame bytes, mac_error) that go out. Frames for the
+        switch's MAC are parsed (as the NIC's parser does, rank ``SWITCH_RANK``) and, if accepted, go
+        through the decision table; any other frame is forwarded unchanged to the port whose MAC it is for
+        (its MAC error flag with it), or dropped and counted if no port has that MAC."""
+        pc = self.port_counters[port]
+        pc.frames_in += 1
+        pc.bytes_in += len(frame)
+        dst = proto.mac_int(":".join(f"{b:02x}" for b in frame[:6])) if len(frame) >= 6 else None
+        if dst != proto.mac_int(self.mac):
+            out = [p for p, mac in enumerate(self.port_macs) if proto.mac_int(mac) == dst]
+            if not out:
+                pc.unknown_mac += 1
+                return []
+            pc.forwarded += 1
+            return self._sent([(out[0], bytes(frame), mac_error)])
+        v = proto.check_frame(frame, mac_error, nic_mac=self.mac, nic_ip=self.ip, udp_port=self.udp_port,
+                              rank=SWITCH_RANK)
+        if not v.accepted:
+            pc.parser_drops[v.reason] += 1
+            return []
+        a = Agg.from_header(v.header, frame[FRAME_HEADER_BYTES:])
+        return self._sent([(p, self.result_frame(p, r), False) for p, r in self.contribute(port, a)])
+
+    def result_frame(self, port: int, r: Agg) -> bytes:
+        return r.frame(self.mac, self.port_macs[port], self.ip, self.port_ips[port], self.udp_port)
+
+    def _sent(self, out):
+        for p, f, _ in out:
+            self.port_counters[p].frames_out += 1
+            self.port_counters[p].bytes_out += len(f)
+        return out
+
+
+# -- a worker --------------------------------------------------------------------------------------------
+@dataclass
+class WorkerCounters:
+    sent: int = 0               # contributions sent, retransmissions included
+    raw_bytes: int = 0          # their elements as 32-bit values (4 bytes each)
+    retransmitted: int = 0
+    results: int = 0            # results taken
+    duplicates: int = 0         # results dropped: already taken, or for no packet in flight
+    mismatched: int = 0         # results dropped: offset/count/job other than the packet's
+    mac_errors: int = 0         # frames dropped for a MAC error (a corrupted frame)
+
+
+class WorkerModel:
+    """A NIC running one switch-mode all-reduce (docs/in_network.md, "The worker"). ``data``: its input
+    (uint32 bit patterns); packets numbered from ``first``. A packet not answered within ``timeout``
+    cycles is sent again, the wait doubling with each resend of it up to ``timeout << backoff_max``; with
+    no new result for ``deadline`` cycles the collective ends with status ``timeout``."""
+
+    def __init__(self, rank: int, job: Job, data, first: int = 0, timeout: int = RETRANSMIT_TIMEOUT,
+                 backoff_max: int = BACKOFF_MAX, deadline: int = DEADLINE, collective: int = 0):
+        self.rank, self.job = rank, job
+        self.data = np.asarray(data, np.uint32)
+        self.plan = packets(self.data.size, job.packet, job.window, first)
+        self.timeout, self.backoff_max, self.deadline = timeout, backoff_max, deadline
+        self.collective = collective
+        self.result = np.zeros(self.data.size, np.uint32)
+        self.got = np.zeros(len(self.plan), bool)
+        self.in_flight = {}             # slot -> [j, resends, due]
+        self.last_progress = 0
+        self.status = None              # "ok" / "timeout" once done
+        self.counters = WorkerCounters()
+
+    def _packet(self, j, now, retransmit=False) -> Agg:
+        p = self.plan[j]
+        bits = self.data[p.offset:p.offset + p.count]
+        payload = bits.tobytes() if self.job.codec == "none" else nm.compress(bits, self.job.codec)
+        self.counters.sent += 1
+        self.counters.raw_bytes += 4 * p.count
+        self.counters.retransmitted += retransmit
+        return Agg(FrameOpcode.aggregate, self.job.job, self.rank, p.slot, p.set, p.psn, p.offset, p.count,
+                   Codec[self.job.codec], Dtype[self.job.dtype], payload, retransmit, self.collective)
+
+    def _launch(self, j, now) -> list:
+        """Send packet ``j`` if there is one: its slot is free (the result of j - S has come)."""
+        if j >= len(self.plan):
+            return []
+        self.in_flight[self.plan[j].slot] = [j, 0, now + self.timeout]
+        return [self._packet(j, now)]
+
+    def start(self, now: int = 0) -> list:
+        """The first window: packets 0 .. S - 1, one per slot."""
+        self.last_progress = now
+        return [a for j in range(min(self.job.window, len(self.plan))) for a in self._launch(j, now)]
+
+    def receive(self, a: Agg, now: int) -> list:
+        """A result for this worker: take it if it answers the packet in flight in its slot, then send the
+        slot's next packet (j + S): each slot is clocked by its own results, so a slot that waits for a
+        resend holds up no other. Returns the contributions to send."""
+        if self.status is not None:
+            return []
+        entry = self.in_flight.get(a.slot)
+        if a.opcode != FrameOpcode.aggregated or entry is None or self.plan[entry[0]].psn != a.psn:
+            self.counters.duplicates += 1
+            return []
+        p = self.plan[entry[0]]
+        if a.job != self.job.job or a.offset != p.offset or a.count != p.count or a.set != p.set:
+            self.counters.mismatched += 1
+            return []
+        bits = (np.frombuffer(a.payload, np.uint32) if self.job.codec == "none"
+                else nm.as_bits(nm.decompress(a.payload, self.job.codec, a.count)))
+        self.result[p.offset:p.offset + p.count] = bits
+        self.got[p.j] = True
+        self.counters.results += 1
+        self.last_progress = now
+        del self.in_flight[a.slot]
+        out = self._launch(p.j + self.job.window, now)
+        if self.got.all():
+            self.status = "ok"
+        return out
+
+    def departed(self, a: Agg, t: float):
+        """The contribution ``a`` has left on the wire at ``t``: its wait starts then (a NIC stamps a frame
+        as its last beat leaves, so queueing behind its own window does not count as waiting)."""
+        entry = self.in_flight.get(a.slot)
+        if entry is not None and self.plan[entry[0]].psn == a.psn:
+            entry[2] = t + (self.timeout << min(entry[1], self.backoff_max))
+
+    def next_timer(self):
+        """When this worker next has something to do on its own: a resend, or its deadline."""
+        if self.status is not None:
+            return None
+        dues = [e[2] for e in self.in_flight.values()]
+        return min(dues + [self.last_progress + self.deadline])
+
+    def tick(self, now: int) -> list:
+        """Resend every packet whose wait is over; end with ``timeout`` past the deadline."""
+        if self.status is not None:
+            return []
+        if now >= self.last_progress + self.deadline:
+            self.status = "timeout"
+            return []
+        out = []
+        for entry in self.in_flight.values():
+            if entry[2] <= now:
+                entry[1] += 1
+                entry[2] = now + (self.timeout << min(entry[1], self.backoff_max))
+                out.append(self._packet(entry[0], now, retransmit=True))
+        return out
+
+
+# -- the fabric ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Faults:
+    """Per-link fault probabilities (every uplink and downlink), and the seed of the generators."""
+    drop: float = 0.0
+    dup: float = 0.0
+    corrupt: float = 0.0
+    seed: int = 1
+
+    def __post_init__(self):
+        for name in ("drop", "dup", "corrupt"):
+            threshold(getattr(self, name))          # checks the range
+        if not isinstance(self.seed, int) or not 0 <= self.seed < 1 << 32:
+            raise ValueError(f"seed must be a 32-bit unsigned int, got {self.seed!r}")
+
+    @property
+    def any(self) -> bool:
+        return bool(self.drop or self.dup or self.corrupt)
+
+    def stream(self, link: int) -> FaultStream:
+        return FaultStream(link_seed(self.seed, link), threshold(self.drop), threshold(self.dup),
+                           threshold(self.corrupt))
+
+
+@dataclass
+class LinkCounters:
+    frames: int = 0             # frames that entered the link
+    bytes: int = 0              # their Ethernet bytes (no FCS)
+    dropped: int = 0
+    duplicated: int = 0
+    corrupted: int = 0
+
+
+class _Link:
+    def __init__(self, faults: Faults, index: int, rate: float, latency: int):
+        self.faults = faults.stream(index)
+        self.rate, self.latency = rate, latency
+        self.free = self.departed = 0.0
+        self.counters = LinkCounters()
+
+    def send(self, now: float, nbytes: int, wire: int) -> list:
+        """A frame of ``nbytes`` (``wire`` with overhead) enters at ``now``: [(arrival time, corrupted)];
+        ``self.departed`` is when its last byte left."""
+        c = self.counters
+        c.frames += 1
+        c.bytes += nbytes
+        d = self.faults.next()
+        start = max(now, self.free)
+        self.free = self.departed = start + wire / self.rate
+        if d.drop:
+            c.dropped += 1
+            return []
+        c.corrupted += d.corrupt
+        out = [(self.free + self.latency, d.corrupt)]
+        if d.duplicate:
+            c.duplicated += 1
+            self.free += wire / self.rate
+            out.append((self.free + self.latency, d.corrupt))
+        return out
+
+
+@dataclass
+class SwitchRun:
+    results: np.ndarray                 # (N, L) bit patterns as the job's dtype (zeros where never received)
+    status: list                        # per rank: "ok" or "timeout"
+    cycles: float                       # when the last worker finished (model time)
+    workers: list                       # WorkerCounters per rank
+    uplinks: list                       # LinkCounters, rank -> switch
+    downlinks: list                     # LinkCounters, switch -> rank
+    switch: SwitchModel
+    jobs: list                          # the Job of each job table entry used
+    frames: list = None                 # with record=True: (time, link, Agg) of every frame a link took in;
+                                        # link 2r is rank r's uplink, 2r + 1 its downlink
+
+
+def simulate(inputs, codec="none", dtype="fp32", packet=256, window=DEFAULT_WINDOW, faults: Faults = None,
+             link_bytes_per_cycle=40.0, latency=125, switch_latency=0, timeout=RETRANSMIT_TIMEOUT,
+             backoff_max=BACKOFF_MAX, deadline=DEADLINE, dead=(), late=None, jobs=None, job_id=1, first=0, record=False,
+             max_cycles=None) -> SwitchRun:
+    """Switch all-reduces of ``inputs`` (one array per rank; rank r on switch port r) through links of
+    ``link_bytes_per_cycle`` and ``latency`` cycles with ``faults`` on every link. ``jobs``: the ranks of
+    each job (default: one job of every rank); job k has id ``job_id + k`` and pool slots from
+    ``k * window``, and all run at once. Ranks in ``dead`` never send; rank r in ``late`` starts
+    ``late[r]`` cycles after the others. Model time only: frames take their wire time, the switch
+    ``switch_latency``, a worker none."""
+    x = _check(inputs, codec, dtype)
+    n = len(x)
+    faults = faults or Faults()
+    groups = [tuple(g) for g in (jobs or [range(n)])]
+    flat = [r for g in groups for r in g]
+    if sorted(flat) != sorted(set(flat)) or not set(flat) <= set(range(n)):
+        raise ValueError(f"jobs must be disjoint lists of ranks in 0 .. {n - 1}, got {groups}")
+    switch = SwitchModel(max(n, MIN_SWITCH_PORTS), slots=window * len(groups), max_jobs=len(groups))
+    table = [Job(job_id + k, g, window, k * window, dtype, codec, packet) for k, g in enumerate(groups)]
+    workers = [None] * n
+    for k, (job, g) in enumerate(zip(table, groups)):
+        switch.configure(k, job)
+        for w, r in enumerate(g):
+            workers[r] = WorkerModel(w, job, x[r], first, timeout, backoff_max, deadline)
+    up = [_Link(faults, 2 * r, link_bytes_per_cycle, latency) for r in range(n)]
+    down = [_Link(faults, 2 * r + 1, link_bytes_per_cycle, latency) for r in range(n)]
+    frames = [] if record else None
+    events, seq = [], 0
+
+    def push(t, kind, who, item=None, bad=False):
+        nonlocal seq
+        heapq.heappush(events, (t, seq, kind, who, item, bad))
+        seq += 1
+
+    def send(link, index, now, a, kind, who):
+        if record:
+            frames.append((now, index, a))
+        for t, bad in link.send(now, a.wire_bytes() - WIRE_OVERHEAD_BYTES, a.wire_bytes()):
+            push(t, kind, who, a, bad)
+
+    def to_switch(r, now, aggs):
+        for a in aggs:
+            send(up[r], 2 * r, now, a, "switch", r)
+            workers[r].departed(a, up[r].departed)
+        t = workers[r].next_timer()
+        if t is not None:
+            push(t, "timer", r)
+
+    for r in range(n):
+        if workers[r] is None or r in dead:
+            if workers[r] is not None:
+                workers[r].status = "timeout"
+        else:
+            push((late or {}).get(r, 0), "start", r)
+    live = [w for w in workers if w is not None]
+    now = 0.0
+    while events:
+        now, _, kind, who, item, bad = heapq.heappop(events)
+        if max_cycles is not None and now > max_cycles:
+            break
+        if kind == "start":
+            to_switch(who, now, workers[who].start(now))
+        elif kind == "switch":
+            if bad:
+                switch.port_counters[who].frames_in += 1
+                switch.port_counters[who].parser_drops["mac_error"] += 1
+                continue
+            for port, res in switch.contribute(who, item):
+                send(down[port], 2 * port + 1, now + switch_latency, res, "worker", port)
+        elif kind == "worker":
+            w = workers[who]
+            if bad:
+                w.counters.mac_errors += 1
+                continue
+            to_switch(who, now, w.receive(item, now))
+        elif kind == "timer":
+            w = workers[who]
+            t = w.next_timer()
+            if t is not None and t <= now:
+                to_switch(who, now, w.tick(now))
+        if all(w.status is not None for w in live):
+            break
+    results = np.stack([w.result if w else np.zeros(x[0].size, np.uint32) for w in workers])
+    return SwitchRun(results.view(np.float32 if dtype == "fp32" else np.int32),
+                     [w.status or "timeout" if w else None for w in workers], now,
+                     [w.counters if w else None for w in workers], [u.counters for u in up],
+                     [d.counters for d in down], switch, table, frames)
+
+
+__all__ = ["SWITCH_MAC", "SWITCH_IP", "allreduce", "reduce_bits", "bound_cycles", "PacketPlan", "packets",
+           "Agg", "Job", "SlotSet", "JobCounters", "PortCounters", "SwitchModel", "WorkerCounters",
+           "WorkerModel", "Faults", "LinkCounters", "SwitchRun", "simulate"]

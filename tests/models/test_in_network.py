@@ -1,0 +1,305 @@
+"""The in-network aggregation model (host_driver/models/in_network.py) against its own rules
+(docs/in_network.md): the semantics from independent arithmetic, the decision table case by case,
+arrival-order independence, and the worker/switch protocol under faults."""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from contract.enums import AggDrop, Codec, Dtype, FrameFlag, FrameOpcode, names
+from contract.in_network import SWITCH_RANK, FaultStream, link_seed, psn_newer, slot_of, threshold, xorshift32
+from host_driver.models import in_network as inn
+from host_driver.models import numerics as nm
+from host_driver.models import protocol as proto
+
+
+def _bits(a):
+    return np.asarray(a).view(np.uint32)
+
+
+# -- semantics -------------------------------------------------------------------------------------------
+def test_allreduce_is_the_exact_sum_rounded_once(rng):
+    """fp32, no codec: each element is the correctly rounded exact sum (Fractions as the reference)."""
+    x = [(rng.standard_normal(300) * 2.0 ** rng.integers(-30, 30, 300)).astype(np.float32) for _ in range(5)]
+    x[1][:20] = -x[0][:20]                                   # exact cancellation
+    got = inn.allreduce(x)
+    assert got.shape == (5, 300) and all(np.array_equal(_bits(got[0]), _bits(r)) for r in got)
+    for i in range(300):
+        exact = sum(Fraction(float(a[i])) for a in x)
+        want = np.float32(float(exact))                      # one rounding from the exact rational
+        # float(Fraction) rounds to float64 first; that double rounding is exact here unless it hits a tie
+        assert got[0][i] == want or abs(Fraction(float(got[0][i])) - exact) <= abs(Fraction(float(want)) - exact)
+
+
+@pytest.mark.parametrize("codec", [c for c in names(Codec) if c != "none"])
+def test_allreduce_with_a_codec_decodes_sums_and_encodes_once(rng, codec):
+    x = [rng.standard_normal(1000).astype(np.float32) for _ in range(3)]
+    dq = np.stack([_bits(nm.roundtrip(a, codec)) for a in x])
+    want = _bits(nm.roundtrip(nm.from_bits(nm.exact_sum_f32(dq)), codec))
+    got = inn.allreduce(x, codec)
+    assert all(np.array_equal(_bits(r), want) for r in got)
+
+
+def test_allreduce_int32_saturates_once():
+    big = np.int32(2**31 - 1)
+    x = [np.array([big, big, 5], np.int32), np.array([big, -big, -7], np.int32), np.array([-big, 0, 1], np.int32)]
+    got = inn.allreduce(x, dtype="int32")[0]
+    # pairwise saturating addition would give big + big -> big, then - big -> 0; the exact sum is big
+    assert got.tolist() == [2**31 - 1, 0, -1]
+
+
+def test_bad_inputs_raise():
+    with pytest.raises(ValueError, match="codec must be 'none'"):
+        inn.allreduce([np.zeros(4, np.int32)], "bfp8", "int32")
+    with pytest.raises(ValueError, match="same number"):
+        inn.allreduce([np.zeros(4, np.float32), np.zeros(5, np.float32)])
+    with pytest.raises(ValueError, match="at most 16"):
+        inn.allreduce([np.zeros(4, np.float32)] * 17)
+
+
+# -- packets and slots -----------------------------------------------------------------------------------
+def test_packets_cover_the_tensor_and_map_to_slots():
+    plan = inn.packets(1000, 64, 4, first=2**32 - 3)           # psn wraps
+    assert [p.count for p in plan] == [64] * 15 + [40]
+    assert [p.offset for p in plan] == list(range(0, 1000, 64))
+    assert [p.psn for p in plan[:4]] == [2**32 - 3, 2**32 - 2, 2**32 - 1, 0]
+    assert all((p.slot, p.set) == slot_of(p.psn, 4) for p in plan)
+    assert psn_newer(0, 2**32 - 1) and not psn_newer(2**32 - 1, 0) and not psn_newer(5, 5)
+    with pytest.raises(ValueError, match="power of two"):
+        inn.packets(100, 16, 3)
+
+
+# -- the decision table ----------------------------------------------------------------------------------
+def _contribution(worker, g, x, window=2, job=7, codec=Codec.none, dtype=Dtype.fp32, offset=None, count=None,
+                  retransmit=False):
+    slot, s = slot_of(g, window)
+    payload = np.asarray(x, np.float32).tobytes()
+    return inn.Agg(FrameOpcode.aggregate, job, worker, slot, s, g, 16 * g if offset is None else offset,
+                   len(x) if count is None else count, codec, dtype, payload, retransmit)
+
+
+def _switch(ports=(0, 2, 3), window=2):
+    sw = inn.SwitchModel(4, slots=8)
+    sw.configure(1, inn.Job(7, ports, window, slot_base=4, packet=16))
+    return sw
+
+
+def test_decision_table_case_by_case():
+    sw = _switch()
+    a, b, c = (np.full(16, v, np.float32) for v in (1.0, 2.0, 4.0))
+    assert sw.contribute(0, _contribution(0, 0, a)) == []                     # new, not complete: absorb
+    assert sw.contribute(0, _contribution(0, 0, a, retransmit=True)) == []    # copy of incomplete: drop
+    assert sw.drops["duplicate"] == 1
+    assert sw.contribute(2, _contribution(1, 0, b)) == []
+    out = sw.contribute(3, _contribution(2, 0, c))                            # completes: multicast
+    assert [p for p, _ in out] == [0, 2, 3] and [r.worker for _, r in out] == [0, 1, 2]
+    for _, r in out:
+        assert r.opcode == FrameOpcode.aggregated and r.psn == 0 and not r.retransmit
+        assert np.frombuffer(r.payload, np.float32).tolist() == [7.0] * 16
+    again = sw.contribute(2, _contribution(1, 0, b, retransmit=True))         # copy of complete: unicast
+    assert len(again) == 1 and again[0][0] == 2 and again[0][1].retransmit and again[0][1].payload == out[0][1].payload
+    jc = sw.job_counters[1]
+    assert (jc.absorbed, jc.completed, jc.unicast) == (3, 1, 1)
+    # packet 2 reuses slot 0 set 1, packet 4 slot 0 set 0 again (a new round: the old result goes)
+    assert sw.contribute(0, _contribution(0, 2, a)) == []
+    assert sw.contribute(0, _contribution(0, 4, a)) == []                     # set 0: a new round starts
+    assert sw.contribute(0, _contribution(0, 0, a)) == []                     # psn 0 is older now
+    assert sw.drops["stale"] == 1
+    assert sw.contribute(2, _contribution(1, 6, b)) == []                     # set 0 is mid-round: busy
+    assert sw.drops["busy"] == 1
+    assert sw.contribute(2, _contribution(1, 4, b, offset=999)) == []         # not the round's offset
+    assert sw.drops["count"] == 1
+
+
+@pytest.mark.parametrize("case, reason", [
+    (dict(opcode=FrameOpcode.aggregated), AggDrop.opcode),
+    (dict(job=8), AggDrop.unknown_job),
+    (dict(worker=3), AggDrop.not_member),
+    (dict(port=2), AggDrop.not_member),                 # worker 0 is behind port 0
+    (dict(dtype=Dtype.int32), AggDrop.dtype),
+    (dict(codec=Codec.fp16), AggDrop.dtype),
+    (dict(slot=2), AggDrop.slot_range),
+    (dict(count=17), AggDrop.count),
+])
+def test_unexpected_contributions_are_dropped_and_counted_without_touching_a_slot(case, reason):
+    sw = _switch()
+    port = case.pop("port", 0)
+    good = _contribution(0, 0, np.ones(16, np.float32))
+    bad = inn.Agg(**{**good.__dict__, **case})
+    assert sw.contribute(port, bad) == []
+    assert sw.drops[reason.name] == 1 and sum(sw.drops.values()) == 1
+    assert all(s.psn is None for pair in sw.pool for s in pair)
+    if reason not in (AggDrop.opcode, AggDrop.unknown_job):
+        assert sw.job_counters[1].drops[reason.name] == 1
+
+
+def test_job_table_refuses_overlaps_and_clears_slots_when_written():
+    sw = inn.SwitchModel(4, slots=8)
+    sw.configure(0, inn.Job(1, (0, 1), 4, slot_base=0))
+    with pytest.raises(ValueError, match="overlap"):
+        sw.configure(1, inn.Job(2, (2, 3), 4, slot_base=2))
+    with pytest.raises(ValueError, match="already entry"):
+        sw.configure(1, inn.Job(1, (2, 3), 4, slot_base=4))
+    with pytest.raises(ValueError, match="beyond the pool"):
+        sw.configure(1, inn.Job(2, (2, 3), 8, slot_base=4))
+    with pytest.raises(ValueError, match="distinct ports"):
+        inn.Job(2, (2, 2), 4)
+    sw.contribute(0, inn.Agg(FrameOpcode.aggregate, 1, 0, 0, 0, 0, 0, 16, 0, 0, bytes(64)))
+    assert sw.pool[0][0].psn == 0
+    sw.configure(0, inn.Job(1, (0, 1), 4, slot_base=0))
+    assert sw.pool[0][0].psn is None
+
+
+def test_results_do_not_depend_on_arrival_order(rng):
+    """Every permutation of the contributions (and copies of them) gives the same result bytes."""
+    x = [(rng.standard_normal(16) * 2.0 ** rng.integers(-60, 60, 16)).astype(np.float32) for _ in range(4)]
+    seen = set()
+    for trial in range(30):
+        sw = inn.SwitchModel(4, slots=2)
+        sw.configure(0, inn.Job(7, (0, 1, 2, 3), 1, packet=16))
+        order = list(rng.permutation(4)) + list(rng.integers(0, 4, 3))         # 3 extra copies
+        rng.shuffle(order)
+        out = []
+        for w in order:
+            out += sw.contribute(w, _contribution(w, 0, x[w], window=1, offset=0))
+        payloads = {r.payload for _, r in out}
+        assert len(payloads) == 1
+        seen |= payloads
+    assert len(seen) == 1
+    assert np.array_equal(np.frombuffer(seen.pop(), np.uint32), _bits(inn.allreduce(x)[0]))
+
+
+# -- frames ----------------------------------------------------------------------------------------------
+def test_frames_forward_by_mac_and_results_reach_workers():
+    sw = inn.SwitchModel(3, slots=4)
+    sw.configure(0, inn.Job(5, (0, 1), 2, packet=16))
+    # not for the switch: forwarded to the port of its MAC, unknown MACs dropped
+    ring = proto.build_frame(bytes(64), dst_mac=sw.port_macs[2], src_mac=sw.port_macs[0])
+    assert sw.receive(0, ring, mac_error=True) == [(2, ring, True)]
+    assert sw.receive(0, proto.build_frame(bytes(64), dst_mac="02:00:00:00:99:99")) == []
+    assert sw.port_counters[0].unknown_mac == 1 and sw.port_counters[0].forwarded == 1
+    # for the switch: parsed as the NIC's parser does (rank SWITCH_RANK), then the decision table
+    outs = []
+    for w in (0, 1):
+        a = _contribution(w, 0, np.full(16, 1.5, np.float32), window=2, job=5, offset=0)
+        f = a.frame(sw.port_macs[w], sw.mac, sw.port_ips[w], sw.ip)
+        assert sw.receive(w, f[:-1]) == [] and sw.port_counters[w].parser_drops["ip_length"] == 1
+        outs += sw.receive(w, f)
+    assert [p for p, _, _ in outs] == [0, 1]
+    for p, f, err in outs:
+        v = proto.check_frame(f, nic_mac=sw.port_macs[p], nic_ip=sw.port_ips[p], rank=p)
+        assert v.accepted and not err, v
+        h = v.header
+        assert (h["opcode"], h["src_rank"], h["dst_rank"], h["worker"], h["job"]) == (FrameOpcode.aggregated, SWITCH_RANK, p, p, 5)
+        assert np.frombuffer(f[-64:], np.float32).tolist() == [3.0] * 16
+    assert [c.frames_out for c in sw.port_counters] == [1, 1, 1]          # a result each, the forwarded frame
+
+
+def test_result_frame_flags():
+    r = inn.Agg(FrameOpcode.aggregated, 1, 0, 3, 1, 9, 0, 16, 0, 0, bytes(64), retransmit=True)
+    assert r.flags == FrameFlag.shadow | FrameFlag.retransmit
+
+
+# -- fault injection -------------------------------------------------------------------------------------
+def test_fault_stream_is_the_documented_generator():
+    assert xorshift32(1) == 270369 and xorshift32(270369) == 67634689
+    s = FaultStream(1, drop=threshold(0.5))
+    first = s.next()
+    assert first.drop == ((270369 & 0xFFFF) < 32768)
+    assert link_seed(0, 0) != 0 and link_seed(1, 0) != link_seed(1, 1)
+    with pytest.raises(ValueError):
+        threshold(1.5)
+
+
+@pytest.mark.parametrize("p", [0.01, 0.05])
+def test_fault_rates_are_what_was_asked(p):
+    s = FaultStream(link_seed(3, 1), threshold(p), threshold(p), threshold(p))
+    n = 200_000
+    d = [s.next() for _ in range(n)]
+    for name, want in (("drop", p), ("corrupt", p * (1 - p)), ("duplicate", p * (1 - p))):
+        rate = sum(getattr(x, name) for x in d) / n
+        assert abs(rate - want) < 5 * (want / n) ** 0.5 + 1e-4, (name, rate, want)
+
+
+# -- the protocol end to end -----------------------------------------------------------------------------
+@pytest.mark.parametrize("codec, dtype", [("none", "fp32"), ("bfp8", "fp32"), ("fp16", "fp32"), ("none", "int32")])
+def test_simulated_allreduce_is_bit_exact_without_faults(rng, codec, dtype):
+    n, L = 3, 1001                                         # L odd; 16 packets of 64 > 2 x window 4
+    x = [(rng.standard_normal(L) * 1000).astype(np.float32 if dtype == "fp32" else np.int32) for _ in range(n)]
+    run = inn.simulate(x, codec, dtype, packet=64, window=4)
+    assert run.status == ["ok"] * n
+    want = inn.allreduce(x, codec, dtype)
+    assert np.array_equal(_bits(run.results), _bits(want))
+    assert [u.frames for u in run.uplinks] == [16] * n and [d.frames for d in run.downlinks] == [16] * n
+    assert all(w.retransmitted == 0 and w.duplicates == 0 for w in run.workers)
+    assert run.cycles >= inn.bound_cycles(L, 64, codec, 40.0)
+
+
+def test_one_element_and_one_worker(rng):
+    x = [rng.standard_normal(1).astype(np.float32) for _ in range(2)]
+    run = inn.simulate(x, packet=16, window=1)
+    assert np.array_equal(_bits(run.results), _bits(inn.allreduce(x)))
+    solo = inn.simulate([np.arange(40, dtype=np.float32)], packet=16, window=2)
+    assert solo.status == ["ok"] and np.array_equal(solo.results[0], np.arange(40, dtype=np.float32))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_faults_change_the_traffic_never_the_result(rng, seed):
+    n, L = 4, 3000
+    x = [rng.standard_normal(L).astype(np.float32) for _ in range(n)]
+    want = _bits(inn.allreduce(x, "bfp8"))
+    run = inn.simulate(x, "bfp8", packet=64, window=4, faults=inn.Faults(0.05, 0.05, 0.05, seed), timeout=2000)
+    assert run.status == ["ok"] * n
+    assert np.array_equal(_bits(run.results), want)
+    links = run.uplinks + run.downlinks
+    assert all(sum(getattr(c, k) for c in links) > 0 for k in ("dropped", "duplicated", "corrupted"))
+    assert sum(w.retransmitted for w in run.workers) > 0 and sum(w.duplicates for w in run.workers) > 0
+    assert run.switch.drops["duplicate"] + run.switch.job_counters[0].unicast > 0
+
+
+def test_a_lost_multicast_is_recovered_by_unicast(rng):
+    """Drop only results (downlinks): workers resend, the switch answers copies of complete rounds."""
+    x = [rng.standard_normal(640).astype(np.float32) for _ in range(3)]
+    faults = inn.Faults(drop=0.2, seed=9)
+    run = inn.simulate(x, packet=64, window=2, faults=faults, timeout=1000)
+    assert run.status == ["ok"] * 3 and np.array_equal(_bits(run.results), _bits(inn.allreduce(x)))
+    assert sum(d.dropped for d in run.downlinks) > 0 and run.switch.job_counters[0].unicast > 0
+
+
+def test_a_dead_worker_ends_in_timeout_not_a_hang(rng):
+    x = [rng.standard_normal(256).astype(np.float32) for _ in range(3)]
+    run = inn.simulate(x, packet=64, window=2, dead=(2,), timeout=500, deadline=20_000)
+    assert run.status == ["timeout"] * 3
+    assert 20_000 <= run.cycles < 40_000
+    # the live workers kept resending with back-off (500, 1000, 2000, ... capped at 500 << 4)
+    assert 0 < run.workers[0].retransmitted < 2 * 20_000 // 500
+
+
+def test_a_late_worker_only_delays(rng):
+    """A worker that starts 50,000 cycles after the others: they resend into incomplete rounds meanwhile
+    (dropped as duplicates), and the result is the same."""
+    x = [rng.standard_normal(2048).astype(np.float32) for _ in range(3)]
+    run = inn.simulate(x, packet=64, window=4, late={1: 50_000}, timeout=4096)
+    assert run.status == ["ok"] * 3 and np.array_equal(_bits(run.results), _bits(inn.allreduce(x)))
+    assert run.cycles > 50_000 and run.switch.drops["duplicate"] > 0 and run.workers[1].retransmitted == 0
+
+
+def test_two_jobs_at_once_each_bit_exact(rng):
+    """Two jobs with disjoint workers share the switch (slot ranges 0-3 and 4-7), each its own sum."""
+    x = [rng.standard_normal(700).astype(np.float32) for _ in range(5)]
+    run = inn.simulate(x, packet=64, window=4, jobs=[(0, 3), (4, 1, 2)], faults=inn.Faults(0.02, 0.02, 0.02, 5))
+    assert run.status == ["ok"] * 5
+    a, b = inn.allreduce([x[0], x[3]]), inn.allreduce([x[4], x[1], x[2]])
+    for r, want in ((0, a), (3, a), (1, b), (2, b), (4, b)):
+        assert np.array_equal(_bits(run.results[r]), _bits(want[0])), r
+    assert [j.slot_base for j in run.jobs] == [0, 4] and all(c.completed == 11 for c in run.switch.job_counters)
+
+
+def test_recorded_frames_are_what_the_links_took(rng):
+    x = [rng.standard_normal(100).astype(np.float32) for _ in range(2)]
+    run = inn.simulate(x, packet=32, window=2, record=True)
+    up = [a for _, link, a in run.frames if link % 2 == 0]
+    down = [a for _, link, a in run.frames if link % 2 == 1]
+    assert len(up) == sum(u.frames for u in run.uplinks) == 8 and len(down) == 8
+    assert {a.opcode for a in up} == {FrameOpcode.aggregate} and {a.opcode for a in down} == {FrameOpcode.aggregated}
