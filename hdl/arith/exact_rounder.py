@@ -1,0 +1,175 @@
+"""Rounding lane for the exact accumulator: a wide fixed-point sum to binary32 (or saturated int32), once."""
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.arith.exact_adder import INT_POINT, LIMB_BITS, LIMBS, AccElem
+from hdl.arith.fp32_adder import CANONICAL_NAN
+
+INT32_MAX, INT32_MIN = (1 << 31) - 1, 1 << 31          # (the magnitude of the most negative int32)
+
+
+def _reg(m, value, name):
+    """``value`` one cycle later (pipeline data: no reset)."""
+    sig = Signal(len(value), name=name, reset_less=True)
+    m.d.sync += sig.eq(value)
+    return sig
+
+
+def _leading_zeros(m, v, name):
+    """Leading zeros of the 32-bit value ``v`` (32 for 0)."""
+    n = Signal(range(33), name=name)
+    m.d.comb += n.eq(32)
+    for i in range(32):                      # the highest set bit wins: it is assigned last
+        with m.If(v[i]):
+            m.d.comb += n.eq(31 - i)
+    return n
+
+
+class ExactRounderLane(wiring.Component):
+    """``result`` = the running sum ``acc`` (an :data:`~hdl.arith.exact_adder.AccElem`) rounded once:
+    to binary32, round-to-nearest-even, subnormals kept (with ``is_int``: the integer sum saturated to
+    int32, ``overflow`` set when it was). Together with
+    :class:`~hdl.arith.exact_adder.ExactAdderLane`, bit-exact with
+    ``host_driver.models.numerics.exact_sum_f32`` and ``sum_i32`` (docs/in_network.md, "The result").
+
+    * Latency :attr:`LATENCY` = 7 cycles, fully pipelined, no stall input.
+    * Stages: (1-3) resolve the limbs' carries, three limbs a cycle; (4) magnitude and sign; (5) the top
+      non-zero limb, the one below it and a sticky bit for the rest; (6) the leading one, the 24 bits to
+      keep, guard and sticky; (7) round half to even, pack, overflow to infinity, the special values
+      (a NaN, or both infinities: 0x7FC00000; an infinity; −0 when every term was −0).
+    """
+
+    LATENCY = 7
+
+    acc: In(AccElem)
+    is_int: In(1)
+    result: Out(32)
+    overflow: Out(1)
+
+    def elaborate(self, platform):
+        m = Module()
+        a = self.acc
+        # flags travel beside the arithmetic
+        flags = Cat(a.nan, a.pos_inf, a.neg_inf, a.neg_zero, self.is_int)
+
+        # -- stages 1-3: resolve carries, three limbs a cycle ------------------------------------------
+        limbs = [a.limbs[j] for j in range(LIMBS)]
+        resolved = []
+        carry = Const(0, 8)
+        for stage in range(3):
+            group = range(3 * stage, 3 * stage + 3)
+            new_carry = carry
+            for j in group:
+                t = Signal(LIMB_BITS + 8, name=f"resolve_{j}")
+                t = t.as_signed()
+                m.d.comb += t.eq(limbs[j] + new_carry.as_signed())
+                if j < LIMBS - 1:
+                    resolved.append(t[:LIMB_BITS])
+                    new_carry = t[LIMB_BITS:]
+                else:
+                    resolved.append(t)                    # the top limb keeps the sign
+            # register this group's results, the carry, and everything still to come
+            resolved = [_reg(m, r, f"s{stage + 1}_r{i}") for i, r in enumerate(resolved)]
+            carry = _reg(m, new_carry, f"s{stage + 1}_carry")
+            limbs = [None] * (3 * stage + 3) + [_reg(m, limbs[j], f"s{stage + 1}_l{j}").as_signed()
+                                                for j in range(3 * stage + 3, LIMBS)]
+            flags = _reg(m, flags, f"s{stage + 1}_flags")
+        top = resolved[-1].as_signed()
+
+        # -- stage 4: magnitude and sign ---------------------------------------------------------------
+        neg = top < 0
+        words = [Signal(LIMB_BITS, name=f"word_{j}") for j in range(LIMBS)]
+        for j in range(LIMBS):
+            m.d.comb += words[j].eq(Mux(neg, ~resolved[j][:LIMB_BITS], resolved[j][:LIMB_BITS]))
+        all_ones = [w == 0xFFFFFFFF for w in words]
+        mags = []
+        for j in range(LIMBS):
+            carry_in = neg
+            for i in range(j):
+                carry_in = carry_in & all_ones[i]
+            mags.append(_reg(m, (words[j] + carry_in)[:LIMB_BITS], f"s4_mag{j}"))
+        neg = _reg(m, neg, "s4_neg")
+        flags = _reg(m, flags, "s4_flags")
+
+        # -- stage 5: the top non-zero limb h, limb h - 1, and whether anything below is set -----------
+        nz = [mg != 0 for mg in mags]
+        h = Signal(range(LIMBS), name="top_limb")
+        for j in range(LIMBS):
+            with m.If(nz[j]):
+                m.d.comb += h.eq(j)
+        hi, lo = Signal(LIMB_BITS, name="hi"), Signal(LIMB_BITS, name="lo")
+        below = Signal(name="below")
+        with m.Switch(h):
+            for j in range(LIMBS):
+                with m.Case(j):
+                    m.d.comb += [hi.eq(mags[j]), lo.eq(mags[j - 1] if j else 0),
+                                 below.eq(Cat(*nz[:j - 1]).any() if j > 1 else 0)]
+        int_mag = Cat(mags[INT_POINT // 32][INT_POINT % 32:], mags[INT_POINT // 32 + 1])
+        int_high = Cat(*nz[INT_POINT // 32 + 2:]).any()
+        s5 = {name: _reg(m, v, f"s5_{name}") for name, v in
+              (("h", h), ("hi", hi), ("lo", lo), ("below", below), ("neg", neg), ("flags", flags),
+               ("int_mag", int_mag), ("int_high", int_high))}
+
+        # -- stage 6: the leading one, 24 bits, guard and sticky --------------------------------------
+        lz = _leading_zeros(m, s5["hi"], "lz")
+        pos = Signal(6, name="msb_in_hi")
+        m.d.comb += pos.eq(31 - lz)
+        p = Signal(range(LIMBS * LIMB_BITS), name="msb")           # the sum's top bit
+        m.d.comb += p.eq(s5["h"] * LIMB_BITS + pos)
+        window = Cat(s5["lo"], s5["hi"])                            # the msb is bit 32 + pos
+        small = p <= 23                                             # subnormal or first binade: exact
+        sl = Signal(7, name="window_shift")                         # keep bits 32 + pos .. 9 + pos
+        m.d.comb += sl.eq(Mux(small, 32, pos + 9))
+        q = Signal(25, name="kept")
+        m.d.comb += q.eq((window >> sl)[:24])
+        gpos = Signal(7, name="guard_pos")
+        m.d.comb += gpos.eq(sl - 1)
+        guard = Signal(name="guard")
+        m.d.comb += guard.eq(~small & (window >> gpos)[0])
+        low_mask = Signal(64, name="sticky_mask")
+        m.d.comb += low_mask.eq((Const(1, 65) << gpos)[:64] - 1)
+        sticky = ~small & (((window & low_mask) != 0) | s5["below"])
+        zero = (s5["hi"] == 0)
+        s6 = {name: _reg(m, v, f"s6_{name}") for name, v in
+              (("q", q), ("guard", guard), ("sticky", sticky), ("shift", Mux(small, 0, p - 23)),
+               ("zero", zero), ("neg", s5["neg"]), ("flags", s5["flags"]), ("int_mag", s5["int_mag"]),
+               ("int_high", s5["int_high"]))}
+
+        # -- stage 7: round, pack, special values, int32 saturation -----------------------------------
+        nan_f, pinf, ninf, negzero, is_int = (s6["flags"][i] for i in range(5))
+        up = s6["guard"] & (s6["sticky"] | s6["q"][0])
+        q2 = Signal(25, name="rounded")
+        m.d.comb += q2.eq(s6["q"] + up)
+        carry_out = q2[24]
+        mant = Mux(carry_out, q2[1:25], q2[:24])
+        shift = Signal(10, name="final_shift")
+        m.d.comb += shift.eq(s6["shift"] + carry_out)
+        exp_field = Signal(10, name="exp_field")
+        m.d.comb += exp_field.eq(Mux(shift == 0, 0, shift + 1))
+        finite = Signal(32, name="finite")
+        with m.If(shift == 0):
+            m.d.comb += finite.eq(Cat(mant, Const(0, 7), s6["neg"]))       # the 24 bits are the pattern
+        with m.Elif(exp_field >= 0xFF):
+            m.d.comb += finite.eq(Cat(Const(0, 23), Const(0xFF, 8), s6["neg"]))
+        with m.Else():
+            m.d.comb += finite.eq(Cat(mant[:23], exp_field[:8], s6["neg"]))
+        fp = Signal(32, name="fp_result")
+        with m.If(nan_f | (pinf & ninf)):
+            m.d.comb += fp.eq(CANONICAL_NAN)
+        with m.Elif(pinf):
+            m.d.comb += fp.eq(0x7F800000)
+        with m.Elif(ninf):
+            m.d.comb += fp.eq(0xFF800000)
+        with m.Elif(s6["zero"]):
+            m.d.comb += fp.eq(Mux(negzero, 0x80000000, 0))
+        with m.Else():
+            m.d.comb += fp.eq(finite)
+        im, ih, ineg = s6["int_mag"], s6["int_high"], s6["neg"]
+        over = ih | Mux(ineg, im > INT32_MIN, im > INT32_MAX)
+        sat = Mux(ineg, Const(INT32_MIN, 32), Const(INT32_MAX, 32))
+        exact = Mux(ineg, -im[:32], im[:32])
+        m.d.sync += [self.result.eq(Mux(is_int, Mux(over, sat, exact), fp)),
+                     self.overflow.eq(is_int & over)]
+        return m
