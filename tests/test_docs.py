@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RTL_SUBSYSTEMS = ("stream", "arith", "codec", "packet", "host", "engine", "nic", "sim")
+RTL_SUBSYSTEMS = ("stream", "arith", "codec", "packet", "host", "engine", "nic", "switch", "sim")
 
 
 def index_rows():

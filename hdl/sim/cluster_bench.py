@@ -9,7 +9,7 @@ from contract.limits import MAX_CLUSTER_NODES
 from hdl.host.axi import AxiLiteSignature
 from hdl.host.axil_slice import AxiLiteSlice
 from hdl.nic.nic import nic_signature
-from hdl.sim.eth_switch import EthernetSwitch
+from hdl.switch.eth_switch import EthernetSwitch
 from hdl.sim.host_bench import SIM_DIR, add_host_memory, memory_members
 from hdl.sim.link_model import LinkModel
 from hdl.stream.axis import check_width

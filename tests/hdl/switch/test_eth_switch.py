@@ -1,10 +1,11 @@
-"""The Ethernet switch model: every frame reaches the port of its destination MAC, under random idle and backpressure."""
+"""The Ethernet switch: every frame reaches the port of its destination MAC, under random idle and backpressure;
+with tuser, a frame's MAC-error mark reaches the port with it."""
 
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from hdl.sim.eth_switch import EthernetSwitch
+from hdl.switch.eth_switch import EthernetSwitch
 from host_driver.models.protocol import mac_int
 from tests.hdl.streams import W, collect, drive, mac, random_frame
 
@@ -61,3 +62,45 @@ def test_switch_routes_every_frame(rng, idle, backpressure):
         per_src = {i: [f for f in got[j] if int.from_bytes(f[6:10], "little") // 1000 == i] for i in range(N)}
         assert per_src == want[j], f"port {j}"
     assert sum(len(v) for v in got.values()) == sum(len(w) for d in want.values() for w in d.values())
+
+
+def test_tuser_travels_with_the_frame(rng):
+    dut = EthernetSwitch(2, W, queue_depth=16, user_width=1)
+    frames = [random_frame(rng, mac(1), k) for k in range(12)]
+    marked = {k for k in range(12) if k % 3 == 0}
+    got = []
+
+    async def feed(ctx):
+        ctx.set(dut.cfg_mac[1], mac_int(mac(1)))
+        for k, f in enumerate(frames):
+            chunks = [f[i:i + 8] for i in range(0, len(f), 8)]
+            for n, c in enumerate(chunks):
+                last = n == len(chunks) - 1
+                ctx.set(dut.s_axis_0.tdata, int.from_bytes(c.ljust(8, b"\0"), "little"))
+                ctx.set(dut.s_axis_0.tkeep, (1 << len(c)) - 1)
+                ctx.set(dut.s_axis_0.tlast, last)
+                ctx.set(dut.s_axis_0.tuser, int(last and k in marked))
+                ctx.set(dut.s_axis_0.tvalid, 1)
+                await ctx.tick().until(dut.s_axis_0.tready)
+        ctx.set(dut.s_axis_0.tvalid, 0)
+
+    async def sink(ctx):
+        ctx.set(dut.m_axis_1.tready, 1)
+        err = 0
+        while True:
+            _, _, valid, last, user = await ctx.tick().sample(dut.m_axis_1.tvalid, dut.m_axis_1.tlast, dut.m_axis_1.tuser)
+            if valid:
+                err |= user
+                if last:
+                    got.append(bool(err))
+                    err = 0
+
+    async def wait(ctx):
+        await ctx.tick().repeat(1500)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(feed)
+    sim.add_process(sink)
+    sim.add_testbench(wait)
+    sim.run()
+    assert got == [k in marked for k in range(12)]

@@ -1,4 +1,5 @@
-"""An Ethernet switch for the cluster harness: static MAC-to-port table, per-port output queues."""
+"""An Ethernet switch: static MAC-to-port table, per-port output queues (the cluster harness's fabric,
+and the forwarding path of the aggregation switch)."""
 
 from amaranth import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, wiring
@@ -23,19 +24,21 @@ class EthernetSwitch(wiring.Component):
       round-robin among the inputs whose head frame is for it, without a cycle of arbitration, so
       back-to-back frames from one input pass at one beat per cycle. An input waiting for a busy output
       waits (backpressure), so nothing is lost.
+    * With ``user_width``, ``tuser`` travels with every beat (a MAC error marked on a frame stays on it).
     """
 
-    def __init__(self, ports: int, width: int = 512, queue_depth: int = 64):
+    def __init__(self, ports: int, width: int = 512, queue_depth: int = 64, user_width: int = 0):
         if not 2 <= ports <= 32:
             self._MustUse__silence = True
             raise ValueError(f"ports must be in 2 .. 32, got {ports}")
         self.ports = ports
         self.width = check_width(width, self)
         self.queue_depth = queue_depth
+        self.user_width = user_width
         members = {"cfg_mac": In(data.ArrayLayout(48, ports)), "stat_unknown": Out(32)}
         for i in range(ports):
-            members[f"s_axis_{i}"] = In(AxiStreamSignature(width))
-            members[f"m_axis_{i}"] = Out(AxiStreamSignature(width))
+            members[f"s_axis_{i}"] = In(AxiStreamSignature(width, user_width))
+            members[f"m_axis_{i}"] = Out(AxiStreamSignature(width, user_width))
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -66,7 +69,7 @@ class EthernetSwitch(wiring.Component):
         # -- output side: round-robin frame arbitration into the output queue ----------------------------
         grant_ready = [[Signal(name=f"ready_{i}_to_{j}") for j in range(N)] for i in range(N)]
         for j, o in enumerate(outs):
-            layout = data.StructLayout({"tdata": W, "tkeep": B, "tlast": 1})
+            layout = data.StructLayout({"tdata": W, "tkeep": B, "tlast": 1, "tuser": max(self.user_width, 1)})
             q = fifo.SyncFIFOBuffered(width=layout.size, depth=self.queue_depth)
             m.submodules[f"queue_{j}"] = q
             busy = Signal(name=f"out_busy_{j}")
@@ -90,6 +93,8 @@ class EthernetSwitch(wiring.Component):
             entry = Signal(layout, name=f"out_entry_{j}")
             m.d.comb += [entry.tdata.eq(src.tdata), entry.tkeep.eq(src.tkeep), entry.tlast.eq(src.tlast),
                          q.w_data.eq(entry)]
+            if self.user_width:
+                m.d.comb += entry.tuser.eq(src.tuser)
             go = Signal(name=f"out_go_{j}")
             m.d.comb += [go.eq(active & src.tvalid & q.w_rdy), q.w_en.eq(go)]
             for i in range(N):
@@ -101,6 +106,8 @@ class EthernetSwitch(wiring.Component):
             head = Signal(layout, name=f"out_head_{j}")
             m.d.comb += [head.eq(q.r_data), o.tdata.eq(head.tdata), o.tkeep.eq(head.tkeep),
                          o.tlast.eq(head.tlast), o.tvalid.eq(q.r_rdy), q.r_en.eq(o.tvalid & o.tready)]
+            if self.user_width:
+                m.d.comb += o.tuser.eq(head.tuser)
 
         for i, s in enumerate(ins):
             granted = Cat(*[grant_ready[i][j] & route[i][j] for j in range(N)]).any()
