@@ -6,6 +6,7 @@ from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.stream.axis import AxiStreamSignature, check_width
+from hdl.stream.round_robin import round_robin
 
 
 def _dst_mac(tdata):
@@ -76,16 +77,7 @@ class EthernetSwitch(wiring.Component):
             owner = Signal(range(N), name=f"out_owner_{j}")
             last = Signal(range(N), name=f"out_last_{j}")
             want = Cat(*[ins[i].tvalid & route[i][j] for i in range(N)])
-            pick = Signal(range(N), name=f"out_pick_{j}")
-            any_want = Signal(name=f"out_any_{j}")
-            # rotating priority: the first requester after `last`
-            with m.Switch(last):
-                for start in range(N):
-                    with m.Case(start):
-                        order = [(start + k) % N for k in range(1, N + 1)]
-                        for i in reversed(order):
-                            with m.If(want[i]):
-                                m.d.comb += [pick.eq(i), any_want.eq(1)]
+            pick, any_want = round_robin(m, want, last, N, f"out_{j}")
             sel = Signal(range(N), name=f"out_sel_{j}")
             active = Signal(name=f"out_active_{j}")
             m.d.comb += [sel.eq(Mux(busy, owner, pick)), active.eq(busy | any_want)]

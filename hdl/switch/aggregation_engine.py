@@ -1,0 +1,277 @@
+"""One aggregation engine of the switch: its share of the slot pool, the decision table's state rows, the
+exact sums, and the results (docs/in_network.md, "The switch")."""
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from contract.enums import AggDrop, Codec, Dtype
+from contract.in_network import MAX_JOB_WORKERS
+from contract.protocol import MAX_P
+from hdl.arith.exact_adder import AccElem, ExactAdderLane
+from hdl.arith.exact_rounder import ExactRounderLane
+from hdl.codec.compressor import Compressor
+from hdl.stream.axis import AxiStreamSignature, check_width
+from hdl.switch.contribution_check import JOB_BITS, PASS, Contribution
+from hdl.switch.job_table import POOL_BITS, JobEntry, member_mask, pick
+
+#: one set of one slot: the round it holds
+SlotState = data.StructLayout({
+    "valid": 1,                         # a round exists since the slot was last emptied
+    "psn": 32,
+    "bitmap": MAX_JOB_WORKERS,
+    "count": range(MAX_JOB_WORKERS + 1),
+    "offset": 32,
+    "elements": range(MAX_P + 1),
+    "collective": 16,
+})
+
+
+def result_layout(ports: int) -> data.StructLayout:
+    """A result on its way to the egress ports ``dest`` (a bit per port)."""
+    return data.StructLayout({
+        "job": JOB_BITS, "job_id": 16, "slot": 16, "set": 1, "psn": 32, "offset": 32,
+        "count": range(MAX_P + 1), "collective": 16, "codec": Codec, "dtype": Dtype, "retransmit": 1,
+        "dest": ports,
+    })
+
+
+#: what happened to one contribution, for the counters: ``reason`` is PASS unless it was dropped
+EngineEvent = data.StructLayout({
+    "valid": 1, "job": JOB_BITS, "absorbed": 1, "completed": 1, "unicast": 1, "reason": range(PASS + 1),
+})
+
+
+class AggregationEngine(wiring.Component):
+    """Engine ``index`` of ``engines``: it owns pool slots p with p mod engines = index (``slots`` of them:
+    a power of two), two sets each.
+
+    * ``s_meta`` / ``s_axis``: a contribution that passed the job checks (a
+      :data:`~hdl.switch.contribution_check.Contribution`) and its payload as binary32 or int32 beats
+      (decoded), W/32 elements a beat, the last one partial.
+    * Decision (docs/in_network.md, the second table): start a round, absorb, unicast the stored result,
+      or drop (``stale``, ``busy``, ``count``, ``duplicate``); one :data:`EngineEvent` per contribution.
+    * The sum of each element is exact (:class:`~hdl.arith.exact_adder.ExactAdderLane`, read-add-write
+      of the accumulator memory, one beat a cycle); a round's result is rounded once
+      (:class:`~hdl.arith.exact_rounder.ExactRounderLane`) as the completing contribution passes, and
+      again from memory for a unicast; then encoded with the job's codec (a
+      :class:`~hdl.codec.compressor.Compressor`) and offered on ``m_meta`` / ``m_axis`` with the
+      destination ports.
+    * Throughput: a contribution of k beats takes k + 2 cycles. ``clear`` empties the engine's slots in
+      [``clear_base``, ``clear_base + clear_count``) (2 cycles a slot); reset empties all of them. While
+      ``clearing`` no contribution is taken.
+    * Memory: ``2 · slots · max_packet / (W/32)`` words of W/32 · 337 bits (the accumulators) and
+      ``2 · slots`` words of the slot state.
+    """
+
+    def __init__(self, width: int, ports: int, slots: int, index: int = 0, engines: int = 1,
+                 max_packet: int = 256, max_jobs: int = 4):
+        self.width = check_width(width, self)
+        if slots < 1 or slots & (slots - 1) or engines < 1 or engines & (engines - 1) or not 0 <= index < engines:
+            self._MustUse__silence = True
+            raise ValueError(f"slots and engines must be powers of two and index < engines, got {slots}, "
+                             f"{engines}, {index}")
+        self.ports, self.slots, self.index, self.engines = ports, slots, index, engines
+        self.max_packet, self.max_jobs = max_packet, max_jobs
+        self.lanes = width // 32
+        self.beats = -(-max_packet // self.lanes)
+        self.result = result_layout(ports)
+        super().__init__({
+            "s_meta": In(stream.Signature(Contribution)),
+            "s_axis": In(AxiStreamSignature(width)),
+            "m_meta": Out(stream.Signature(self.result)),
+            "m_axis": Out(AxiStreamSignature(width)),
+            "jobs": In(data.ArrayLayout(JobEntry, max_jobs)),
+            "clear": In(1),
+            "clear_base": In(POOL_BITS),
+            "clear_count": In(POOL_BITS + 1),
+            "clearing": Out(1),
+            "event": Out(EngineEvent),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W, B, lanes, beats = self.width, self.width // 8, self.lanes, self.beats
+        sets = 2 * self.slots
+        beat_bits = max(beats - 1, 1).bit_length()
+        shift = (self.engines - 1).bit_length()
+
+        m.submodules.state = state_mem = Memory(shape=SlotState, depth=sets, init=[])
+        st_w = state_mem.write_port()
+        st_r = state_mem.read_port(transparent_for=(st_w,))
+        acc_word = data.ArrayLayout(AccElem, lanes)
+        m.submodules.acc = acc_mem = Memory(shape=acc_word, depth=sets * beats, init=[])
+        acc_w = acc_mem.write_port()
+        acc_r = acc_mem.read_port(transparent_for=(acc_w,))
+
+        meta = self.s_meta.payload
+        jobs = [self.jobs[i] for i in range(self.max_jobs)]
+        job = pick(jobs, meta.job)
+        local = Signal(range(self.slots), name="local_slot")
+        m.d.comb += local.eq(meta.pool_slot[shift:])
+        set_addr = Signal(range(sets), name="set_addr")
+        m.d.comb += set_addr.eq(Cat(meta.set, local))
+
+        # -- emptying slots: after reset, and on `clear` ---------------------------------------------------
+        walking = Signal(init=1)
+        walk = Signal(range(sets + 1))
+        lo, hi = Signal(POOL_BITS + 1), Signal(POOL_BITS + 1)
+        m.d.comb += self.clearing.eq(walking)
+        with m.If(self.clear):
+            m.d.sync += [walking.eq(1), walk.eq(0), lo.eq(self.clear_base),
+                         hi.eq(self.clear_base + self.clear_count)]
+
+        # -- the decision, one contribution at a time ----------------------------------------------------
+        st = data.View(SlotState, st_r.data)
+        n = meta.workers
+        bit = Signal(MAX_JOB_WORKERS)
+        m.d.comb += bit.eq(1 << meta.worker)
+        newer = Signal()
+        m.d.comb += newer.eq(~st.valid | ((meta.psn - st.psn)[:32] != 0) & ~(meta.psn - st.psn)[31])
+        same = st.valid & (meta.psn == st.psn)
+        seen = (st.bitmap & bit) != 0
+        complete_now = st.count >= n
+        R = AggDrop
+        reason = Signal(range(PASS + 1))
+        start, absorb, unicast = Signal(), Signal(), Signal()
+        with m.If(newer):
+            with m.If(st.valid & ~complete_now):
+                m.d.comb += reason.eq(R.busy)
+            with m.Else():
+                m.d.comb += [reason.eq(PASS), start.eq(1)]
+        with m.Elif(~same):
+            m.d.comb += reason.eq(R.stale)
+        with m.Elif((meta.offset != st.offset) | (meta.count != st.elements)):
+            m.d.comb += reason.eq(R.count)
+        with m.Elif(seen):
+            with m.If(complete_now):
+                m.d.comb += [reason.eq(PASS), unicast.eq(1)]
+            with m.Else():
+                m.d.comb += reason.eq(R.duplicate)
+        with m.Else():
+            m.d.comb += [reason.eq(PASS), absorb.eq(1)]
+        completes = Signal()
+        m.d.comb += completes.eq(Mux(start, n == 1, absorb & (st.count + 1 == n)))
+        emits = completes | unicast
+        new_state = Signal(SlotState)
+        with m.If(start):
+            m.d.comb += [new_state.valid.eq(1), new_state.psn.eq(meta.psn), new_state.bitmap.eq(bit),
+                         new_state.count.eq(1), new_state.offset.eq(meta.offset),
+                         new_state.elements.eq(meta.count), new_state.collective.eq(meta.collective)]
+        with m.Else():
+            m.d.comb += [new_state.eq(st), new_state.bitmap.eq(st.bitmap | bit), new_state.count.eq(st.count + 1)]
+
+        # results waiting for the compressor: room for a whole packet and the rounder's pipeline first
+        fifo_depth = 1 << (2 * beats + ExactRounderLane.LATENCY + 4 - 1).bit_length()
+        m.submodules.rq = rq = SyncFIFOBuffered(width=W + B + 1, depth=fifo_depth)
+        m.submodules.rmeta = rmeta = SyncFIFOBuffered(width=self.result.size, depth=4)
+        in_flight = Signal(range(fifo_depth + 1))         # beats inside the rounder pipeline
+        room = (rq.level + in_flight + beats + 2 <= fifo_depth) & rmeta.w_rdy
+
+        # payload phase
+        mode_emit, mode_write, mode_fresh, mode_read = Signal(), Signal(), Signal(), Signal()
+        base = Signal(range(sets * beats))
+        b = Signal(beat_bits + 1)
+        is_int = Signal()
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(walking):
+                    m.d.comb += [st_w.addr.eq(walk), st_w.data.eq(0)]
+                    pool = Cat(Const(self.index, shift), walk[1:]) if shift else walk[1:]
+                    m.d.comb += st_w.en.eq((pool >= lo) & (pool < hi) | (hi == 0))
+                    m.d.sync += walk.eq(walk + 1)
+                    with m.If(walk == sets - 1):
+                        m.d.sync += [walking.eq(0), walk.eq(0)]
+                with m.Elif(self.s_meta.valid):
+                    m.d.comb += [st_r.addr.eq(set_addr), st_r.en.eq(1)]
+                    m.next = "DECIDE"
+            with m.State("DECIDE"):
+                m.d.comb += [st_r.addr.eq(set_addr), st_r.en.eq(1)]
+                with m.If(~emits | room):
+                    m.d.comb += [self.s_meta.ready.eq(1), self.event.valid.eq(1), self.event.job.eq(meta.job),
+                                 self.event.absorbed.eq(start | absorb), self.event.completed.eq(completes),
+                                 self.event.unicast.eq(unicast), self.event.reason.eq(reason)]
+                    with m.If(start | absorb):
+                        m.d.comb += [st_w.addr.eq(set_addr), st_w.data.eq(new_state), st_w.en.eq(1)]
+                    m.d.sync += [mode_emit.eq(emits), mode_write.eq(start | absorb), mode_fresh.eq(start),
+                                 mode_read.eq(absorb | unicast), base.eq(set_addr * beats), b.eq(0),
+                                 is_int.eq(meta.dtype == Dtype.int32)]
+                    r = Signal(self.result)
+                    m.d.comb += [r.job.eq(meta.job), r.job_id.eq(meta.job_id), r.slot.eq(meta.slot),
+                                 r.set.eq(meta.set), r.psn.eq(Mux(start, meta.psn, st.psn)),
+                                 r.offset.eq(meta.offset), r.count.eq(meta.count),
+                                 r.collective.eq(Mux(start, meta.collective, st.collective)),
+                                 r.codec.eq(meta.codec), r.dtype.eq(meta.dtype), r.retransmit.eq(unicast),
+                                 r.dest.eq(Mux(unicast, 1 << meta.port, member_mask(m, job, self.ports, "dest")))]
+                    m.d.comb += [rmeta.w_data.eq(r), rmeta.w_en.eq(emits)]
+                    m.next = "PAYLOAD"
+            with m.State("PAYLOAD"):
+                m.d.comb += self.s_axis.tready.eq(1)
+                with m.If(self.s_axis.tvalid & self.s_axis.tlast):
+                    m.next = "IDLE"
+
+        # -- read, add, write: one beat a cycle --------------------------------------------------------
+        s = self.s_axis
+        take = s.tvalid & s.tready
+        m.d.comb += [acc_r.addr.eq(base + b), acc_r.en.eq(take)]
+        with m.If(take):
+            m.d.sync += b.eq(b + 1)
+        p_valid = Signal()
+        p_data, p_keep, p_last = Signal(W), Signal(B), Signal()
+        p_addr = Signal(range(sets * beats))
+        m.d.sync += [p_valid.eq(take), p_data.eq(s.tdata), p_keep.eq(s.tkeep), p_last.eq(s.tlast),
+                     p_addr.eq(base + b)]
+        acc_in = data.View(acc_word, acc_r.data)
+        summed = Signal(acc_word)
+        to_round = Signal(acc_word)
+        for i in range(lanes):
+            m.submodules[f"add{i}"] = add = ExactAdderLane()
+            m.d.comb += [add.acc.eq(acc_in[i]), add.term.eq(Mux(p_keep[4 * i], p_data[32 * i:32 * (i + 1)], 0)),
+                         add.is_int.eq(is_int), add.fresh.eq(mode_fresh | ~mode_read), summed[i].eq(add.sum)]
+        m.d.comb += [to_round.eq(Mux(mode_write, summed, acc_in)),
+                     acc_w.addr.eq(p_addr), acc_w.data.eq(summed), acc_w.en.eq(p_valid & mode_write)]
+
+        # -- round, then queue for the compressor --------------------------------------------------------
+        L = ExactRounderLane.LATENCY
+        r_valid = Signal(L)
+        r_keep = Signal(B * L)
+        r_last = Signal(L)
+        go = p_valid & mode_emit
+        m.d.sync += [r_valid.eq(Cat(go, r_valid[:-1])), r_keep.eq(Cat(p_keep, r_keep[:-B])),
+                     r_last.eq(Cat(p_last, r_last[:-1]))]
+        rounded = Signal(W)
+        for i in range(lanes):
+            m.submodules[f"round{i}"] = rnd = ExactRounderLane()
+            m.d.comb += [rnd.acc.eq(to_round[i]), rnd.is_int.eq(is_int), rounded[32 * i:32 * (i + 1)].eq(rnd.result)]
+        out_valid = r_valid[-1]
+        m.d.comb += [rq.w_data.eq(Cat(rounded, r_keep[-B:], r_last[-1])), rq.w_en.eq(out_valid)]
+        m.d.sync += in_flight.eq(in_flight + go - out_valid)
+
+        # -- the compressor, one result at a time (its codec changes only while it is empty) -------------
+        m.submodules.comp = comp = Compressor(W)
+        busy = Signal()                      # a result is in the compressor
+        held = Signal(self.result)
+        fed_all = Signal()
+        m.d.comb += comp.cfg_codec.eq(held.codec)
+        head = rq.r_data
+        m.d.comb += [comp.s_axis.tdata.eq(head[:W]), comp.s_axis.tkeep.eq(head[W:W + B]),
+                     comp.s_axis.tlast.eq(head[W + B]), comp.s_axis.tvalid.eq(busy & ~fed_all & rq.r_rdy),
+                     rq.r_en.eq(comp.s_axis.tvalid & comp.s_axis.tready)]
+        with m.If(comp.s_axis.tvalid & comp.s_axis.tready & comp.s_axis.tlast):
+            m.d.sync += fed_all.eq(1)
+        meta_sent = Signal()
+        m.d.comb += [self.m_meta.payload.eq(held), self.m_meta.valid.eq(busy & ~meta_sent)]
+        with m.If(self.m_meta.valid & self.m_meta.ready):
+            m.d.sync += meta_sent.eq(1)
+        o = self.m_axis
+        m.d.comb += [o.tdata.eq(comp.m_axis.tdata), o.tkeep.eq(comp.m_axis.tkeep), o.tlast.eq(comp.m_axis.tlast),
+                     o.tvalid.eq(comp.m_axis.tvalid & meta_sent), comp.m_axis.tready.eq(o.tready & meta_sent)]
+        with m.If(~busy & rmeta.r_rdy):
+            m.d.comb += rmeta.r_en.eq(1)
+            m.d.sync += [busy.eq(1), held.eq(rmeta.r_data), fed_all.eq(0), meta_sent.eq(0)]
+        with m.If(o.tvalid & o.tready & o.tlast):
+            m.d.sync += busy.eq(0)
+        return m

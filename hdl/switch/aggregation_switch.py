@@ -1,0 +1,177 @@
+"""The in-network aggregation switch: N ports, forwarding by MAC, and K aggregation engines that sum the
+workers' packets exactly and send the results back (docs/in_network.md)."""
+
+from amaranth import Array, Cat, Module, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from contract.enums import AggDrop, DropReason
+from contract.in_network import MAX_SWITCH_PORTS, MIN_SWITCH_PORTS
+from contract.protocol import UDP_PORT
+from hdl.stream.axis import AxiStreamSignature, check_width
+from hdl.stream.round_robin import round_robin
+from hdl.switch.aggregation_engine import AggregationEngine, result_layout
+from hdl.switch.contribution_check import MAX_JOBS, Contribution
+from hdl.switch.eth_switch import EthernetSwitch
+from hdl.switch.job_table import POOL_BITS, JobEntry
+from hdl.switch.packet_crossbar import PacketCrossbar
+from hdl.switch.switch_egress import SwitchEgress
+from hdl.switch.switch_ingress import SwitchIngress
+
+
+def stats_layout(ports: int, max_jobs: int) -> data.StructLayout:
+    """The switch's counters (docs/in_network.md, "Counters")."""
+    per_reason = data.ArrayLayout(32, len(AggDrop))
+    return data.StructLayout({
+        "port_frames_in": data.ArrayLayout(32, ports),
+        "port_frames_out": data.ArrayLayout(32, ports),
+        "port_accepted": data.ArrayLayout(32, ports),              # frames for the switch its parser took
+        "port_parser_drops": data.ArrayLayout(data.ArrayLayout(32, len(DropReason)), ports),
+        "unknown_mac": 32,                                         # frames forwarded nowhere
+        "drops": per_reason,                                       # every AggDrop, job known or not
+        "job_absorbed": data.ArrayLayout(32, max_jobs),
+        "job_completed": data.ArrayLayout(32, max_jobs),
+        "job_unicast": data.ArrayLayout(32, max_jobs),
+        "job_drops": data.ArrayLayout(per_reason, max_jobs),
+    })
+
+
+class AggregationSwitch(wiring.Component):
+    """``ports`` ports of AXI-Stream (``s_axis_<i>`` in, ``m_axis_<i>`` out; ``tuser``: MAC error), the
+    configuration on ``cfg_*`` and the counters on ``stats``.
+
+    * **Forwarding**: a frame not for ``cfg_mac`` goes to the port whose ``cfg_port_mac`` it is for
+      (:class:`~hdl.switch.eth_switch.EthernetSwitch`, its ``tuser`` with it); others are dropped and
+      counted (``unknown_mac``).
+    * **Aggregation**: a frame for ``cfg_mac`` is parsed and checked (:class:`SwitchIngress`), routed by
+      its pool slot to engine ``pool_slot mod engines`` (:class:`PacketCrossbar`), summed there
+      (:class:`AggregationEngine`: slots ``pool_slots / engines`` each), and its results go, one at a
+      time, to every destination port at once (the result bus), where :class:`SwitchEgress` builds the
+      frames.
+    * **Line rate**: every port takes a beat a cycle; each engine sums a beat of W/32 elements a cycle, so
+      ``engines`` engines sum ``engines`` beats a cycle in all. Contributions of consecutive packets go to
+      consecutive engines, so the load spreads over all of them (docs/in_network.md, "Line rate").
+    * ``cfg_clear`` (a pulse) empties pool slots [``cfg_clear_base``, + ``cfg_clear_count``) in every
+      engine: write a job's entry, then clear its slots. Reset empties all of them.
+    """
+
+    def __init__(self, ports: int, width: int = 512, engines: int = None, pool_slots: int = 64,
+                 max_jobs: int = 4, max_packet: int = 256):
+        if not MIN_SWITCH_PORTS <= ports <= MAX_SWITCH_PORTS:
+            self._MustUse__silence = True
+            raise ValueError(f"ports must be in {MIN_SWITCH_PORTS} .. {MAX_SWITCH_PORTS}, got {ports!r}")
+        engines = engines or 1 << (ports - 1).bit_length()
+        if engines & (engines - 1) or pool_slots & (pool_slots - 1) or not engines <= pool_slots <= 1 << POOL_BITS:
+            self._MustUse__silence = True
+            raise ValueError(f"engines and pool_slots must be powers of two, engines <= pool_slots <= "
+                             f"{1 << POOL_BITS}, got {engines}, {pool_slots}")
+        if not 1 <= max_jobs <= MAX_JOBS:
+            self._MustUse__silence = True
+            raise ValueError(f"max_jobs must be in 1 .. {MAX_JOBS}, got {max_jobs!r}")
+        self.width = check_width(width, self)
+        self.ports, self.engines, self.pool_slots = ports, engines, pool_slots
+        self.max_jobs, self.max_packet = max_jobs, max_packet
+        members = {
+            "cfg_mac": In(48), "cfg_ip": In(32), "cfg_udp_port": In(16, init=UDP_PORT),
+            "cfg_port_mac": In(data.ArrayLayout(48, ports)), "cfg_port_ip": In(data.ArrayLayout(32, ports)),
+            "cfg_jobs": In(data.ArrayLayout(JobEntry, max_jobs)),
+            "cfg_clear": In(1), "cfg_clear_base": In(POOL_BITS), "cfg_clear_count": In(POOL_BITS + 1),
+            "clearing": Out(1),
+            "stats": Out(stats_layout(ports, max_jobs)),
+        }
+        for i in range(ports):
+            members[f"s_axis_{i}"] = In(AxiStreamSignature(width, 1))
+            members[f"m_axis_{i}"] = Out(AxiStreamSignature(width, 1))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        N, K, W = self.ports, self.engines, self.width
+        shift = (K - 1).bit_length()
+        st = self.stats
+        m.submodules.forward = fwd = EthernetSwitch(N, W, user_width=1)
+        m.d.comb += st.unknown_mac.eq(fwd.stat_unknown)
+        m.submodules.xbar = xbar = PacketCrossbar(N, K, Contribution, W)
+        ingress, egress, engines = [], [], []
+        for i in range(N):
+            m.submodules[f"in{i}"] = ig = SwitchIngress(W, N, i, self.max_jobs)
+            m.submodules[f"out{i}"] = eg = SwitchEgress(W, N, i, self.max_jobs)
+            ingress.append(ig)
+            egress.append(eg)
+            s_in, m_out = getattr(self, f"s_axis_{i}"), getattr(self, f"m_axis_{i}")
+            wiring.connect(m, wiring.flipped(s_in), ig.s_axis)
+            wiring.connect(m, ig.m_fwd, getattr(fwd, f"s_axis_{i}"))
+            wiring.connect(m, getattr(fwd, f"m_axis_{i}"), eg.s_fwd)
+            wiring.connect(m, eg.m_axis, wiring.flipped(m_out))
+            wiring.connect(m, ig.m_meta, getattr(xbar, f"s_meta_{i}"))
+            wiring.connect(m, ig.m_axis, getattr(xbar, f"s_axis_{i}"))
+            m.d.comb += getattr(xbar, f"dest_{i}").eq(ig.m_meta.payload.pool_slot[:shift] if shift else 0)
+            for port in (ig, eg):
+                m.d.comb += [port.cfg_mac.eq(self.cfg_mac), port.cfg_ip.eq(self.cfg_ip),
+                             port.cfg_udp_port.eq(self.cfg_udp_port), port.jobs.eq(self.cfg_jobs)]
+            m.d.comb += [eg.cfg_port_mac.eq(self.cfg_port_mac[i]), eg.cfg_port_ip.eq(self.cfg_port_ip[i]),
+                         fwd.cfg_mac[i].eq(self.cfg_port_mac[i]),
+                         st.port_accepted[i].eq(ig.stat_accepted), st.port_parser_drops[i].eq(ig.stat_drops)]
+            # frames in and out of the port
+            with m.If(s_in.tvalid & s_in.tready & s_in.tlast):
+                m.d.sync += st.port_frames_in[i].eq(st.port_frames_in[i] + 1)
+            with m.If(m_out.tvalid & m_out.tready & m_out.tlast):
+                m.d.sync += st.port_frames_out[i].eq(st.port_frames_out[i] + 1)
+        clearing = []
+        for k in range(K):
+            m.submodules[f"engine{k}"] = en = AggregationEngine(W, N, self.pool_slots // K, k, K, self.max_packet,
+                                                                self.max_jobs)
+            engines.append(en)
+            wiring.connect(m, getattr(xbar, f"m_meta_{k}"), en.s_meta)
+            wiring.connect(m, getattr(xbar, f"m_axis_{k}"), en.s_axis)
+            m.d.comb += [en.jobs.eq(self.cfg_jobs), en.clear.eq(self.cfg_clear),
+                         en.clear_base.eq(self.cfg_clear_base), en.clear_count.eq(self.cfg_clear_count)]
+            clearing.append(en.clearing)
+        m.d.comb += self.clearing.eq(Cat(*clearing).any())
+
+        # -- the result bus: one engine's result at a time, to all of its destination ports at once ------
+        busy, owner, last = Signal(), Signal(range(max(K, 2))), Signal(range(max(K, 2)))
+        want = Cat(*[en.m_meta.valid for en in engines])
+        pick_e, _ = round_robin(m, want, last, K, "result")
+        metas = Array([en.m_meta for en in engines])
+        pays = Array([en.m_axis for en in engines])
+        cur = Signal(result_layout(N))
+        m.d.comb += cur.eq(metas[pick_e].payload)
+        held = Signal(N)                        # the destinations of the result on the bus
+        all_meta_ready = Cat(*[~cur.dest[i] | egress[i].s_meta.ready for i in range(N)]).all()
+        meta_go = ~busy & want.any() & all_meta_ready
+        for k, en in enumerate(engines):
+            m.d.comb += en.m_meta.ready.eq(meta_go & (pick_e == k))
+        for i, eg in enumerate(egress):
+            m.d.comb += [eg.s_meta.payload.eq(cur), eg.s_meta.valid.eq(meta_go & cur.dest[i])]
+        with m.If(meta_go):
+            m.d.sync += [busy.eq(1), owner.eq(pick_e), last.eq(pick_e), held.eq(cur.dest)]
+        src = pays[owner]
+        all_pay_ready = Cat(*[~held[i] | egress[i].s_axis.tready for i in range(N)]).all()
+        beat_go = busy & src.tvalid & all_pay_ready
+        for k, en in enumerate(engines):
+            m.d.comb += en.m_axis.tready.eq(busy & (owner == k) & all_pay_ready)
+        for i, eg in enumerate(egress):
+            m.d.comb += [eg.s_axis.tdata.eq(src.tdata), eg.s_axis.tkeep.eq(src.tkeep), eg.s_axis.tlast.eq(src.tlast),
+                         eg.s_axis.tvalid.eq(beat_go & held[i])]
+        with m.If(beat_go & src.tlast):
+            m.d.sync += busy.eq(0)
+
+        # -- counters of drops and rounds, per job and per switch -----------------------------------------
+        for r in AggDrop:
+            hits = [(ig.check_event.valid & (ig.check_event.reason == r)) for ig in ingress]
+            hits += [(en.event.valid & (en.event.reason == r)) for en in engines]
+            m.d.sync += st.drops[r].eq(st.drops[r] + sum(h.as_unsigned() for h in hits))
+        for j in range(self.max_jobs):
+            def count(field, src=engines):
+                return sum((en.event.valid & (en.event.job == j) & getattr(en.event, field)).as_unsigned()
+                           for en in src)
+            m.d.sync += [st.job_absorbed[j].eq(st.job_absorbed[j] + count("absorbed")),
+                         st.job_completed[j].eq(st.job_completed[j] + count("completed")),
+                         st.job_unicast[j].eq(st.job_unicast[j] + count("unicast"))]
+            for r in AggDrop:
+                hits = [(ig.check_event.valid & ig.check_event.job_valid & (ig.check_event.job == j)
+                         & (ig.check_event.reason == r)) for ig in ingress]
+                hits += [(en.event.valid & (en.event.job == j) & (en.event.reason == r)) for en in engines]
+                m.d.sync += st.job_drops[j][r].eq(st.job_drops[j][r] + sum(h.as_unsigned() for h in hits))
+        return m

@@ -1,0 +1,85 @@
+"""Checks of a frame addressed to the aggregation switch against its job table (the decision table's first
+six rows), and the record that routes a contribution to its aggregation engine."""
+
+from amaranth import Module, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from contract.enums import AggDrop, Codec, Dtype, FrameFlag, FrameOpcode
+from contract.protocol import MAX_P
+from hdl.packet.headers import AinicHeader
+from hdl.switch.job_table import POOL_BITS, PORT_BITS, WORKER_BITS, JobEntry, find_job, pick
+
+MAX_JOBS = 8
+JOB_BITS = (MAX_JOBS - 1).bit_length()
+
+#: a contribution on its way to an aggregation engine: where it goes and what the round is
+Contribution = data.StructLayout({
+    "job": JOB_BITS,                    # job table entry
+    "job_id": 16,
+    "pool_slot": POOL_BITS,             # slot_base + slot
+    "slot": 16,                         # within the job's window (the result's header carries it back)
+    "set": 1,
+    "psn": 32,
+    "offset": 32,
+    "count": range(MAX_P + 1),
+    "collective": 16,
+    "worker": WORKER_BITS,
+    "workers": range(17),
+    "port": PORT_BITS,
+    "codec": Codec,
+    "dtype": Dtype,
+})
+
+#: ``reason`` when every check passed
+PASS = len(AggDrop)
+
+
+class ContributionCheck(wiring.Component):
+    """``reason``: the first failing check of docs/in_network.md's decision table, rows 1-6 (an
+    ``AggDrop``: opcode, unknown_job, not_member, dtype, slot_range, count), or :data:`PASS`; ``record``:
+    the contribution's routing record. Combinational; the job table has ``max_jobs`` entries."""
+
+    def __init__(self, ports: int, max_jobs: int = 4):
+        if not 1 <= max_jobs <= MAX_JOBS:
+            self._MustUse__silence = True
+            raise ValueError(f"max_jobs must be in 1 .. {MAX_JOBS}, got {max_jobs!r}")
+        self.ports, self.max_jobs = ports, max_jobs
+        super().__init__({
+            "header": In(AinicHeader),
+            "port": In(range(ports)),
+            "jobs": In(data.ArrayLayout(JobEntry, max_jobs)),
+            "reason": Out(range(PASS + 1)),
+            "record": Out(Contribution),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        h = self.header
+        jobs = [self.jobs[i] for i in range(self.max_jobs)]
+        found, index = find_job(m, jobs, h.job, "job")
+        job = pick(jobs, index)
+        member = (h.worker < job.workers) & (job.ports[h.worker[:WORKER_BITS]] == self.port)
+        window = Signal(9)
+        m.d.comb += window.eq(1 << job.window_log2)
+        R = AggDrop
+        fails = [
+            (R.opcode, h.opcode != FrameOpcode.aggregate),
+            (R.unknown_job, ~found),
+            (R.not_member, ~member),
+            (R.dtype, (h.dtype != job.dtype) | (h.codec != job.codec)),
+            (R.slot_range, h.slot >= window),
+            (R.count, h.count > job.packet),
+        ]
+        m.d.comb += self.reason.eq(PASS)
+        for reason, bad in reversed(fails):
+            with m.If(bad):
+                m.d.comb += self.reason.eq(reason)
+        r = self.record
+        m.d.comb += [
+            r.job.eq(index), r.job_id.eq(h.job), r.pool_slot.eq(job.slot_base + h.slot[:9]), r.slot.eq(h.slot),
+            r.set.eq((h.flags & FrameFlag.shadow) != 0), r.psn.eq(h.psn), r.offset.eq(h.offset),
+            r.count.eq(h.count), r.collective.eq(h.collective), r.worker.eq(h.worker),
+            r.workers.eq(job.workers), r.port.eq(self.port), r.codec.eq(job.codec), r.dtype.eq(job.dtype),
+        ]
+        return m

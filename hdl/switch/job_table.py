@@ -1,0 +1,62 @@
+"""The aggregation switch's job table entry, and the lookups on it that its blocks share."""
+
+from amaranth import Cat, Mux, Signal
+from amaranth.lib import data
+
+from contract.enums import Codec, Dtype
+from contract.in_network import MAX_JOB_WORKERS, MAX_SWITCH_PORTS, MAX_WINDOW
+from contract.protocol import MAX_P
+
+PORT_BITS = (MAX_SWITCH_PORTS - 1).bit_length()            # 4
+WORKER_BITS = (MAX_JOB_WORKERS - 1).bit_length()           # 4
+WINDOW_LOG2_BITS = MAX_WINDOW.bit_length().bit_length()    # window_log2 in 0 .. 8
+POOL_BITS = 12                                             # pool slots: at most 4096
+
+#: one job (docs/in_network.md, "The switch"): worker w is behind port ``ports[w]``; its window of
+#: 2**window_log2 slots starts at pool slot ``slot_base``; packets of at most ``packet`` elements
+JobEntry = data.StructLayout({
+    "enable": 1,
+    "job": 16,
+    "workers": range(MAX_JOB_WORKERS + 1),
+    "ports": data.ArrayLayout(PORT_BITS, MAX_JOB_WORKERS),
+    "window_log2": WINDOW_LOG2_BITS,
+    "slot_base": POOL_BITS,
+    "dtype": Dtype,
+    "codec": Codec,
+    "packet": range(MAX_P + 1),
+})
+
+
+def member_mask(m, entry, ports: int, name: str):
+    """The ports (a bit each) of the job's workers."""
+    mask = Signal(ports, name=name)
+    m.d.comb += mask.eq(Cat(*[Cat(*[(w < entry.workers) & (entry.ports[w] == p)
+                                    for w in range(MAX_JOB_WORKERS)]).any() for p in range(ports)]))
+    return mask
+
+
+def worker_of_port(m, entry, port, name: str):
+    """The index of the job's worker behind ``port`` (the lowest, should two share it: they cannot)."""
+    w = Signal(WORKER_BITS, name=name)
+    for i in reversed(range(MAX_JOB_WORKERS)):
+        with m.If((i < entry.workers) & (entry.ports[i] == port)):
+            m.d.comb += w.eq(i)
+    return w
+
+
+def find_job(m, jobs, job_id, name: str):
+    """(found, index) of the enabled entry of ``jobs`` (an array of JobEntry) with this job id."""
+    found = Signal(name=f"{name}_found")
+    index = Signal(range(max(len(jobs), 2)), name=f"{name}_index")
+    for i in reversed(range(len(jobs))):
+        with m.If(jobs[i].enable & (jobs[i].job == job_id)):
+            m.d.comb += [found.eq(1), index.eq(i)]
+    return found, index
+
+
+def pick(jobs, index):
+    """The entry at ``index`` (a Value) of a list of JobEntry views."""
+    out = jobs[0].as_value()
+    for i in range(1, len(jobs)):
+        out = Mux(index == i, jobs[i].as_value(), out)
+    return data.View(JobEntry, out)

@@ -1,0 +1,93 @@
+"""One port's way out of the aggregation switch: results become frames to the worker behind the port, and
+take turns with the frames forwarded to it."""
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from contract.enums import FrameFlag, FrameOpcode
+from contract.in_network import SWITCH_RANK
+from contract.protocol import MAX_P, UDP_PORT, VERSION
+from hdl.packet.tx_builder import TxBuilder, TxMeta
+from hdl.stream.axis import AxiStreamSignature
+from hdl.switch.aggregation_engine import result_layout
+from hdl.switch.job_table import JobEntry, pick, worker_of_port
+
+
+class SwitchEgress(wiring.Component):
+    """Results for port ``port`` (``s_meta`` / ``s_axis``: the result record and its encoded payload) are
+    queued, built into ``aggregated`` frames to the address behind the port (``cfg_port_mac``,
+    ``cfg_port_ip``; docs/in_network.md, "The wire": ``worker`` and ``dst_rank`` are the index of the
+    job's worker behind this port) and sent on ``m_axis``, a frame at a time, taking turns with the frames
+    forwarded to this port (``s_fwd``, with their ``tuser``).
+
+    * Queues: 4 results, and two of the largest results' payload beats.
+    * One beat a cycle; round-robin between results and forwarded frames, a frame at a time.
+    """
+
+    def __init__(self, width: int, ports: int, port: int, max_jobs: int = 4):
+        self.width, self.ports, self.port, self.max_jobs = width, ports, port, max_jobs
+        self.result = result_layout(ports)
+        super().__init__({
+            "s_meta": In(stream.Signature(self.result)),
+            "s_axis": In(AxiStreamSignature(width)),
+            "s_fwd": In(AxiStreamSignature(width, 1)),
+            "m_axis": Out(AxiStreamSignature(width, 1)),
+            "cfg_mac": In(48),
+            "cfg_ip": In(32),
+            "cfg_udp_port": In(16, init=UDP_PORT),
+            "cfg_port_mac": In(48),
+            "cfg_port_ip": In(32),
+            "jobs": In(data.ArrayLayout(JobEntry, max_jobs)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W, B = self.width, self.width // 8
+        beats = -(-4 * MAX_P // B) + 1
+        m.submodules.mq = mq = SyncFIFOBuffered(width=self.result.size, depth=4)
+        m.submodules.pq = pq = SyncFIFOBuffered(width=W + B + 1, depth=1 << (2 * beats - 1).bit_length())
+        m.d.comb += [mq.w_data.eq(self.s_meta.payload), mq.w_en.eq(self.s_meta.valid),
+                     self.s_meta.ready.eq(mq.w_rdy),
+                     pq.w_data.eq(Cat(self.s_axis.tdata, self.s_axis.tkeep, self.s_axis.tlast)),
+                     pq.w_en.eq(self.s_axis.tvalid), self.s_axis.tready.eq(pq.w_rdy)]
+
+        # -- results into frames -------------------------------------------------------------------------
+        m.submodules.build = tx = TxBuilder(W)
+        r = data.View(self.result, mq.r_data)
+        jobs = [self.jobs[i] for i in range(self.max_jobs)]
+        w = worker_of_port(m, pick(jobs, r.job), self.port, "worker")
+        meta = Signal(TxMeta)
+        a = meta.ainic
+        m.d.comb += [
+            a.version.eq(VERSION), a.opcode.eq(FrameOpcode.aggregated), a.codec.eq(r.codec), a.dtype.eq(r.dtype),
+            a.flags.eq(Mux(r.set, FrameFlag.shadow, 0) | Mux(r.retransmit, FrameFlag.retransmit, 0)),
+            a.job.eq(r.job_id), a.collective.eq(r.collective), a.src_rank.eq(SWITCH_RANK), a.dst_rank.eq(w),
+            a.chunk.eq(0), a.worker.eq(w), a.slot.eq(r.slot), a.count.eq(r.count), a.offset.eq(r.offset),
+            a.psn.eq(r.psn), a.reserved.eq(0),
+            meta.dst_mac.eq(self.cfg_port_mac), meta.dst_ip.eq(self.cfg_port_ip),
+            tx.cfg_mac.eq(self.cfg_mac), tx.cfg_ip.eq(self.cfg_ip), tx.cfg_udp_port.eq(self.cfg_udp_port),
+            tx.s_meta.payload.eq(meta), tx.s_meta.valid.eq(mq.r_rdy), mq.r_en.eq(tx.s_meta.ready),
+            tx.s_axis.tdata.eq(pq.r_data[:W]), tx.s_axis.tkeep.eq(pq.r_data[W:W + B]),
+            tx.s_axis.tlast.eq(pq.r_data[W + B]), tx.s_axis.tvalid.eq(pq.r_rdy), pq.r_en.eq(tx.s_axis.tready),
+        ]
+
+        # -- results and forwarded frames take turns, a frame at a time -----------------------------------
+        built, fwd, o = tx.m_axis, self.s_fwd, self.m_axis
+        busy = Signal()
+        owner = Signal()                        # 0: a result frame, 1: a forwarded frame
+        last = Signal()
+        pick_fwd = Mux(built.tvalid & fwd.tvalid, ~last, fwd.tvalid)
+        sel = Mux(busy, owner, pick_fwd)
+        m.d.comb += [
+            o.tdata.eq(Mux(sel, fwd.tdata, built.tdata)), o.tkeep.eq(Mux(sel, fwd.tkeep, built.tkeep)),
+            o.tlast.eq(Mux(sel, fwd.tlast, built.tlast)), o.tuser.eq(sel & fwd.tuser),
+            o.tvalid.eq(Mux(sel, fwd.tvalid, built.tvalid)),
+            fwd.tready.eq(sel & o.tready), built.tready.eq(~sel & o.tready),
+        ]
+        with m.If(o.tvalid & o.tready):
+            m.d.sync += [busy.eq(~o.tlast), owner.eq(sel)]
+            with m.If(o.tlast):
+                m.d.sync += last.eq(sel)
+        return m

@@ -1,0 +1,121 @@
+"""One port's way into the aggregation switch: frames for the switch are parsed, checked and decoded;
+every other frame goes on to the forwarding path."""
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from contract.enums import DATA_OPCODES, AggDrop
+from contract.in_network import SWITCH_RANK
+from contract.protocol import UDP_PORT
+from hdl.codec.decompressor import Decompressor
+from hdl.packet.rx_parser import RxParser
+from hdl.stream.axis import AxiStreamSignature
+from hdl.switch.contribution_check import JOB_BITS, PASS, Contribution, ContributionCheck
+from hdl.switch.job_table import JobEntry
+
+#: a frame the checks dropped, for the counters (``job_valid``: the job was found)
+CheckEvent = data.StructLayout({"valid": 1, "job_valid": 1, "job": JOB_BITS, "reason": range(PASS + 1)})
+
+
+def _dst_mac(tdata):
+    """The destination MAC of a frame's first beat as the 48-bit integer its configuration holds."""
+    return Cat(*[tdata[8 * i:8 * i + 8] for i in reversed(range(6))])
+
+
+class SwitchIngress(wiring.Component):
+    """Frames in on ``s_axis`` (``tuser``: MAC error). A frame whose destination MAC is ``cfg_mac`` goes to
+    the receive parser (the switch's IP and UDP port, rank ``SWITCH_RANK``), then to the job checks
+    (:class:`~hdl.switch.contribution_check.ContributionCheck`): a contribution that passes leaves as a
+    record on ``m_meta`` and its payload, decoded to binary32 (or int32) beats, on ``m_axis``; anything
+    else is dropped and reported on ``check_event``. Every other frame leaves unchanged on ``m_fwd``.
+
+    * One frame at a time is decoded (the decoder's codec changes only while it is empty); the parser
+      buffers what arrives meanwhile. ``stat_accepted`` / ``stat_drops``: the parser's counters.
+    """
+
+    def __init__(self, width: int, ports: int, port: int, max_jobs: int = 4):
+        self.width, self.ports, self.port, self.max_jobs = width, ports, port, max_jobs
+        self._parser = RxParser(width)
+        super().__init__({
+            "s_axis": In(AxiStreamSignature(width, 1)),
+            "m_fwd": Out(AxiStreamSignature(width, 1)),
+            "m_meta": Out(stream.Signature(Contribution)),
+            "m_axis": Out(AxiStreamSignature(width)),
+            "cfg_mac": In(48),
+            "cfg_ip": In(32),
+            "cfg_udp_port": In(16, init=UDP_PORT),
+            "jobs": In(data.ArrayLayout(JobEntry, max_jobs)),
+            "check_event": Out(CheckEvent),
+            "stat_accepted": Out(32),
+            "stat_drops": Out(self._parser.stat_drops.shape()),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        s = self.s_axis
+        m.submodules.parser = parser = self._parser
+        m.submodules.check = check = ContributionCheck(self.ports, self.max_jobs)
+        m.submodules.decode = dec = Decompressor(self.width)
+        m.d.comb += [parser.cfg_mac.eq(self.cfg_mac), parser.cfg_ip.eq(self.cfg_ip),
+                     parser.cfg_udp_port.eq(self.cfg_udp_port), parser.cfg_rank.eq(SWITCH_RANK),
+                     self.stat_accepted.eq(parser.stat_accepted), self.stat_drops.eq(parser.stat_drops)]
+
+        # -- which way a frame goes, decided on its first beat ------------------------------------------
+        in_frame = Signal()
+        held = Signal()
+        to_switch = Mux(in_frame, held, _dst_mac(s.tdata) == self.cfg_mac)
+        p, f = parser.s_axis, self.m_fwd
+        m.d.comb += [p.tdata.eq(s.tdata), p.tkeep.eq(s.tkeep), p.tlast.eq(s.tlast), p.tuser.eq(s.tuser),
+                     f.tdata.eq(s.tdata), f.tkeep.eq(s.tkeep), f.tlast.eq(s.tlast), f.tuser.eq(s.tuser),
+                     p.tvalid.eq(s.tvalid & to_switch), f.tvalid.eq(s.tvalid & ~to_switch),
+                     s.tready.eq(Mux(to_switch, p.tready, f.tready))]
+        with m.If(s.tvalid & s.tready):
+            m.d.sync += [in_frame.eq(~s.tlast), held.eq(to_switch)]
+
+        # -- checks, then the decoder ---------------------------------------------------------------------
+        header = parser.m_meta.payload.ainic
+        m.d.comb += [check.header.eq(header), check.port.eq(self.port), check.jobs.eq(self.jobs)]
+        record = Signal(Contribution)
+        has_payload = Signal()
+        pay = parser.m_axis
+        dec_in, dec_out, o = dec.s_axis, dec.m_axis, self.m_axis
+        first = Signal(init=1)
+        fed = Signal()                          # the payload's last beat is in the decoder
+        m.d.comb += dec.cfg_codec.eq(record.codec)
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += parser.m_meta.ready.eq(1)
+                with m.If(parser.m_meta.valid):
+                    m.d.sync += [record.eq(check.record), first.eq(1),
+                                 has_payload.eq(Cat(*[header.opcode == op for op in DATA_OPCODES]).any())]
+                    m.d.comb += [self.check_event.valid.eq(check.reason != PASS),
+                                 self.check_event.job_valid.eq(check.reason > AggDrop.unknown_job),
+                                 self.check_event.job.eq(check.record.job),
+                                 self.check_event.reason.eq(check.reason)]
+                    with m.If(check.reason == PASS):
+                        m.next = "OFFER"
+                    with m.Else():
+                        m.next = "DROP"
+            with m.State("DROP"):
+                m.d.comb += pay.tready.eq(1)
+                with m.If(~has_payload | (pay.tvalid & pay.tlast)):
+                    m.next = "IDLE"
+            with m.State("OFFER"):
+                m.d.comb += [self.m_meta.payload.eq(record), self.m_meta.valid.eq(1)]
+                with m.If(self.m_meta.ready):
+                    m.next = "DECODE"
+            with m.State("DECODE"):
+                m.d.comb += [dec_in.tdata.eq(pay.tdata), dec_in.tkeep.eq(pay.tkeep), dec_in.tlast.eq(pay.tlast),
+                             dec_in.tuser.eq(Mux(first, record.count, 0)), dec_in.tvalid.eq(pay.tvalid & ~fed),
+                             pay.tready.eq(dec_in.tready & ~fed)]
+                with m.If(pay.tvalid & pay.tready):
+                    m.d.sync += first.eq(0)
+                    with m.If(pay.tlast):
+                        m.d.sync += fed.eq(1)
+                with m.If(o.tvalid & o.tready & o.tlast):
+                    m.d.sync += fed.eq(0)
+                    m.next = "IDLE"
+        m.d.comb += [o.tdata.eq(dec_out.tdata), o.tkeep.eq(dec_out.tkeep), o.tlast.eq(dec_out.tlast),
+                     o.tvalid.eq(dec_out.tvalid), dec_out.tready.eq(o.tready)]
+        return m

@@ -1,0 +1,164 @@
+"""The aggregation switch against SwitchModel, frame by frame: every frame in (contributions, copies, late
+and malformed ones, frames to forward), the same frames out on the same ports, and the same counters."""
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from contract.enums import AggDrop, Codec, Dtype, FrameOpcode
+from host_driver.models import in_network as inn
+from host_driver.models import numerics as nm
+from host_driver.models import protocol as proto
+from hdl.switch.aggregation_switch import AggregationSwitch
+from tests.hdl.switch.jobs import entry
+
+W, B = 64, 8
+PORTS = 3
+
+
+def configure(ctx, dut, sw):
+    ctx.set(dut.cfg_mac, proto.mac_int(sw.mac))
+    ctx.set(dut.cfg_ip, proto.ip_int(sw.ip))
+    for p in range(PORTS):
+        ctx.set(dut.cfg_port_mac[p], proto.mac_int(sw.port_macs[p]))
+        ctx.set(dut.cfg_port_ip[p], proto.ip_int(sw.port_ips[p]))
+    for i, j in enumerate(sw.jobs):
+        ctx.set(dut.cfg_jobs[i].as_value(), entry(j))
+
+
+class Bench:
+    """The switch in the Amaranth simulator: frames in on a port, frames (and their MAC error) out."""
+
+    def __init__(self, dut, sw, rng, backpressure=0.0):
+        self.dut, self.sw, self.rng = dut, sw, rng
+        self.out = {p: [] for p in range(PORTS)}
+        self.backpressure = backpressure
+
+    async def send(self, ctx, port, frame, mac_error=False):
+        s = getattr(self.dut, f"s_axis_{port}")
+        for k in range(0, len(frame), B):
+            chunk = frame[k:k + B]
+            ctx.set(s.tdata, int.from_bytes(chunk.ljust(B, b"\0"), "little"))
+            ctx.set(s.tkeep, (1 << len(chunk)) - 1)
+            ctx.set(s.tlast, k + B >= len(frame))
+            ctx.set(s.tuser, int(mac_error and k + B >= len(frame)))
+            ctx.set(s.tvalid, 1)
+            await ctx.tick().until(s.tready)
+        ctx.set(s.tvalid, 0)
+
+    def collector(self, port):
+        async def run(ctx):
+            o = getattr(self.dut, f"m_axis_{port}")
+            buf, err = b"", 0
+            rng = np.random.default_rng(port)
+            while True:
+                ctx.set(o.tready, int(rng.random() >= self.backpressure))
+                _, _, valid, ready, data, keep, last, user = await ctx.tick().sample(
+                    o.tvalid, o.tready, o.tdata, o.tkeep, o.tlast, o.tuser)
+                if valid and ready:
+                    buf += int(data).to_bytes(B, "little")[:bin(keep).count("1")]
+                    err |= user
+                    if last:
+                        self.out[port].append((buf, bool(err)))
+                        buf, err = b"", 0
+        return run
+
+
+def run(dut, sw, script, rng, backpressure=0.0, settle=400):
+    """``script(bench, ctx)``: an async function that sends frames. Returns (bench, counters)."""
+    bench = Bench(dut, sw, rng, backpressure)
+    stats = {}
+
+    async def main(ctx):
+        configure(ctx, dut, sw)
+        await ctx.tick().until(~dut.clearing)
+        await script(bench, ctx)
+        await ctx.tick().repeat(settle)
+        st = dut.stats
+        stats["drops"] = {r.name: ctx.get(st.drops[r]) for r in AggDrop}
+        stats["jobs"] = [(ctx.get(st.job_absorbed[j]), ctx.get(st.job_completed[j]), ctx.get(st.job_unicast[j]))
+                         for j in range(len(sw.jobs))]
+        stats["job_drops"] = [{r.name: ctx.get(st.job_drops[j][r]) for r in AggDrop} for j in range(len(sw.jobs))]
+        stats["unknown_mac"] = ctx.get(st.unknown_mac)
+        stats["frames_in"] = [ctx.get(st.port_frames_in[p]) for p in range(PORTS)]
+        stats["frames_out"] = [ctx.get(st.port_frames_out[p]) for p in range(PORTS)]
+        stats["parser"] = [{r.name: ctx.get(st.port_parser_drops[p][r]) for r in proto.DropReason if
+                            ctx.get(st.port_parser_drops[p][r])} for p in range(PORTS)]
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(main)
+    for p in range(PORTS):
+        sim.add_process(bench.collector(p))
+    sim.run()
+    return bench, stats
+
+
+def contribution(sw, job_, w, g, values, **changes):
+    job = job_
+    slot, s = inn.slot_of(g, job.window)
+    bits = nm.as_bits(np.asarray(values, np.float32 if job.dtype == "fp32" else np.int32).view(np.uint32))
+    payload = bits.tobytes() if job.codec == "none" else nm.compress(bits, job.codec)
+    a = inn.Agg(FrameOpcode.aggregate, job.job, w, slot, s, g, g * job.packet, len(values), Codec[job.codec],
+                Dtype[job.dtype], payload)
+    a = inn.Agg(**{**a.__dict__, **changes})
+    port = job.ports[w]
+    return port, a.frame(sw.port_macs[port], sw.mac, sw.port_ips[port], sw.ip)
+
+
+def model_switch(jobs):
+    sw = inn.SwitchModel(PORTS, slots=8, max_jobs=2)
+    for i, j in enumerate(jobs):
+        sw.configure(i, j)
+    return sw
+
+
+@pytest.fixture(scope="module")
+def dut():
+    return AggregationSwitch(PORTS, W, engines=2, pool_slots=8, max_jobs=2, max_packet=32)
+
+
+def test_frame_by_frame_against_the_model(dut, rng):
+    """One frame at a time (the switch settles between frames): every output frame equals the model's."""
+    jobs = [inn.Job(7, (0, 2, 1), 2, slot_base=0, packet=32), inn.Job(9, (1, 0), 2, slot_base=4, codec="bfp8", packet=32)]
+    sw = model_switch(jobs)
+    frames = []
+    for g in range(5):                                   # 5 packets over a window of 2: both sets, reused
+        for w in rng.permutation(3):
+            n = 32 if g < 4 else 13                      # the last packet short, odd
+            frames.append(contribution(sw, jobs[0], int(w), g, rng.standard_normal(n) * 10.0 ** rng.integers(-20, 20)))
+            if rng.random() < 0.3:                       # a copy: dropped, or answered with the stored result
+                frames.append(frames[-1])
+        for w in (g % 2, 1 - g % 2):
+            frames.append(contribution(sw, jobs[1], w, g, rng.standard_normal(32)))
+    frames += [contribution(sw, jobs[0], 0, 0, np.ones(32)),                   # stale now
+               contribution(sw, jobs[0], 1, 7, np.ones(32)),                   # busy: round 5 is incomplete
+               contribution(sw, jobs[0], 0, 4, np.ones(12)),                   # count other than the round's
+               contribution(sw, jobs[0], 2, 0, np.ones(32), job=99),           # unknown job
+               contribution(sw, jobs[0], 1, 0, np.ones(32), worker=2),         # not from worker 2's port
+               contribution(sw, jobs[0], 0, 0, np.ones(32), slot=5),           # slot out of range
+               (0, proto.build_frame(bytes(40), dst_mac=sw.port_macs[2], src_mac=sw.port_macs[0])),   # forward
+               (1, proto.build_frame(bytes(40), dst_mac="02:00:00:00:99:99"))]                        # unknown
+    want = []
+    for port, f in frames:
+        want.append(sorted(sw.receive(port, f)))
+
+    got = []
+
+    async def script(bench, ctx):
+        for port, f in frames:
+            before = {p: len(v) for p, v in bench.out.items()}
+            await bench.send(ctx, port, f)
+            await ctx.tick().repeat(150)
+            got.append(sorted((p, fr, e) for p, v in bench.out.items() for fr, e in v[before[p]:]))
+
+    _, stats = run(dut, sw, script, rng)
+    for i, ((port, f), w, g) in enumerate(zip(frames, want, got)):
+        assert g == w, (i, port, proto.Ainic(f[42:74]).summary() if len(f) > 74 else f[:16].hex(), len(w), len(g))
+    assert stats["drops"] == sw.drops
+    assert stats["jobs"] == [(c.absorbed, c.completed, c.unicast) for c in sw.job_counters]
+    assert stats["job_drops"] == [c.drops for c in sw.job_counters]
+    assert stats["unknown_mac"] == 1
+    assert stats["frames_in"] == [c.frames_in for c in sw.port_counters]
+    assert stats["frames_out"] == [c.frames_out for c in sw.port_counters]
+    assert [c.completed for c in sw.job_counters] == [5, 5] and sum(len(w) for w in want) >= 5 * 3 + 5 * 2 + 1
