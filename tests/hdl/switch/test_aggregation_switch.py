@@ -3,6 +3,7 @@ and malformed ones, frames to forward), the same frames out on the same ports, a
 
 import numpy as np
 import pytest
+from amaranth import Signal
 from amaranth.sim import Simulator
 
 from contract.enums import AggDrop, Codec, Dtype, FrameOpcode
@@ -64,15 +65,29 @@ class Bench:
         return run
 
 
-def run(dut, sw, script, rng, backpressure=0.0, settle=400):
-    """``script(bench, ctx)``: an async function that sends frames. Returns (bench, counters)."""
+def run(dut, sw, script, rng, backpressure=0.0, settle=400, workers=()):
+    """``script(bench, ctx)``: an async function that sends frames; ``workers``: more of them, run at the
+    same time (one per port). Returns (bench, counters) once all are done and the switch has settled."""
     bench = Bench(dut, sw, rng, backpressure)
     stats = {}
+    done = []
+
+    def concurrent(fn):
+        async def go(ctx):
+            await ctx.tick().until(configured)
+            await fn(bench, ctx)
+            done.append(fn)
+        return go
+
+    configured = Signal()
 
     async def main(ctx):
         configure(ctx, dut, sw)
         await ctx.tick().until(~dut.clearing)
+        ctx.set(configured, 1)
         await script(bench, ctx)
+        while len(done) < len(workers):
+            await ctx.tick()
         await ctx.tick().repeat(settle)
         st = dut.stats
         stats["drops"] = {r.name: ctx.get(st.drops[r]) for r in AggDrop}
@@ -88,6 +103,8 @@ def run(dut, sw, script, rng, backpressure=0.0, settle=400):
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(main)
+    for fn in workers:
+        sim.add_testbench(concurrent(fn))
     for p in range(PORTS):
         sim.add_process(bench.collector(p))
     sim.run()
@@ -162,3 +179,45 @@ def test_frame_by_frame_against_the_model(dut, rng):
     assert stats["frames_in"] == [c.frames_in for c in sw.port_counters]
     assert stats["frames_out"] == [c.frames_out for c in sw.port_counters]
     assert [c.completed for c in sw.job_counters] == [5, 5] and sum(len(w) for w in want) >= 5 * 3 + 5 * 2 + 1
+
+
+@pytest.mark.parametrize("dtype, codec", [("fp32", "none"), ("int32", "none"), ("fp32", "bf16")])
+def test_all_ports_at_once_under_backpressure(dut, rng, dtype, codec):
+    """Every worker sends all its packets at once (contributions of a window per worker, then the next
+    packet of a slot after its result, as a worker does), with random backpressure on every output: every
+    worker gets every result, each the golden sum of that packet, in whatever order the engines finish."""
+    job = inn.Job(3, (1, 2, 0), 4, slot_base=0, dtype=dtype, codec=codec, packet=32)
+    sw = model_switch([job])
+    L = 7 * 32 + 5
+    x = [(rng.standard_normal(L) * 1e3).astype(np.float32 if dtype == "fp32" else np.int32) for _ in range(3)]
+    want = inn.allreduce(x, codec, dtype).view(np.uint32)[0]
+    plans = inn.packets(L, 32, 4)
+
+    def worker(w):
+        async def go(bench, ctx):
+            port = job.ports[w]
+            for j, p in enumerate(plans):
+                if j >= job.window:          # the slot's previous packet must have its result
+                    need = plans[j - job.window].psn
+                    while not any(proto.Ainic(f[42:74]).psn == need for f, _ in bench.out[port]):
+                        await ctx.tick()
+                await bench.send(ctx, port, contribution(sw, job, w, p.psn, x[w][p.offset:p.offset + p.count])[1])
+        return go
+
+    async def script(bench, ctx):
+        pass
+
+    bench, stats = run(dut, sw, script, rng, backpressure=0.4, workers=[worker(w) for w in range(3)])
+    for w in range(3):
+        frames = bench.out[job.ports[w]]
+        assert len(frames) == len(plans), (w, len(frames))
+        got = np.zeros(L, np.uint32)
+        for f, err in frames:
+            h = proto.Ainic(f[42:74])
+            assert not err and h.opcode == FrameOpcode.aggregated and h.worker == w and h.dst_rank == w
+            body = f[74:]
+            bits = (np.frombuffer(body, np.uint32) if codec == "none"
+                    else nm.as_bits(nm.decompress(body, codec, h.count)))
+            got[h.offset:h.offset + h.count] = bits
+        assert np.array_equal(got, want), w
+    assert stats["jobs"][0] == (3 * len(plans), len(plans), 0)
