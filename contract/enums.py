@@ -73,8 +73,7 @@ class AxiResp(IntEnum):
 
 class Algorithm(IntEnum):
     """Descriptor ``algorithm`` byte."""
-    ring = 0            # the NICs' ring (docs/allreduce.md)
-    switch = 1          # in-network aggregation through an aggregation switch (docs/in_network.md)
+    ring = 0
 
 
 class PhaseKind(IntEnum):
@@ -146,7 +145,6 @@ class Status(IntEnum):
     fetch_error = 20
     network_mismatch = 21
     ring_too_large = 22
-    timeout = 23
 
 
 def names(enum) -> list:
