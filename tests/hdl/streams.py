@@ -72,3 +72,34 @@ def simulate(dut, cycle, limit=200_000):
     sim.add_testbench(bench)
     sim.run()
     assert done, f"not done after {limit} cycles (hung?)"
+
+
+async def drive_marked(ctx, port, frames, marked=(), rng=None, idle=0.0):
+    """Frames onto ``port`` (with ``tuser``): frame k carries a MAC error on its last beat if k is in ``marked``."""
+    for k, f in enumerate(frames):
+        for data, keep, last in beats(f):
+            while rng is not None and idle and rng.random() < idle:
+                ctx.set(port.tvalid, 0)
+                await ctx.tick()
+            ctx.set(port.tdata, data)
+            ctx.set(port.tkeep, keep)
+            ctx.set(port.tlast, last)
+            ctx.set(port.tuser, int(last and k in marked))
+            ctx.set(port.tvalid, 1)
+            await ctx.tick().until(port.tready)
+    ctx.set(port.tvalid, 0)
+
+
+async def collect_marked(ctx, port, out, rng=None, backpressure=0.0):
+    """Frames from ``port`` (with ``tuser``) into ``out`` as (bytes, MAC error on any beat)."""
+    buf, err = b"", 0
+    while True:
+        ctx.set(port.tready, int(rng is None or rng.random() >= backpressure))
+        _, _, valid, ready, data, keep, last, user = await ctx.tick().sample(
+            port.tvalid, port.tready, port.tdata, port.tkeep, port.tlast, port.tuser)
+        if valid and ready:
+            buf += int(data).to_bytes(B, "little")[:bin(keep).count("1")]
+            err |= user
+            if last:
+                out.append((buf, bool(err)))
+                buf, err = b"", 0

@@ -7,7 +7,7 @@ from amaranth.sim import Simulator
 
 from hdl.switch.eth_switch import EthernetSwitch
 from host_driver.models.protocol import mac_int
-from tests.hdl.streams import W, collect, drive, mac, random_frame
+from tests.hdl.streams import W, collect, collect_marked, drive, drive_marked, mac, random_frame
 
 
 @pytest.mark.parametrize("idle, backpressure", [(0.0, 0.0), (0.3, 0.5)])
@@ -72,28 +72,10 @@ def test_tuser_travels_with_the_frame(rng):
 
     async def feed(ctx):
         ctx.set(dut.cfg_mac[1], mac_int(mac(1)))
-        for k, f in enumerate(frames):
-            chunks = [f[i:i + 8] for i in range(0, len(f), 8)]
-            for n, c in enumerate(chunks):
-                last = n == len(chunks) - 1
-                ctx.set(dut.s_axis_0.tdata, int.from_bytes(c.ljust(8, b"\0"), "little"))
-                ctx.set(dut.s_axis_0.tkeep, (1 << len(c)) - 1)
-                ctx.set(dut.s_axis_0.tlast, last)
-                ctx.set(dut.s_axis_0.tuser, int(last and k in marked))
-                ctx.set(dut.s_axis_0.tvalid, 1)
-                await ctx.tick().until(dut.s_axis_0.tready)
-        ctx.set(dut.s_axis_0.tvalid, 0)
+        await drive_marked(ctx, dut.s_axis_0, frames, marked)
 
     async def sink(ctx):
-        ctx.set(dut.m_axis_1.tready, 1)
-        err = 0
-        while True:
-            _, _, valid, last, user = await ctx.tick().sample(dut.m_axis_1.tvalid, dut.m_axis_1.tlast, dut.m_axis_1.tuser)
-            if valid:
-                err |= user
-                if last:
-                    got.append(bool(err))
-                    err = 0
+        await collect_marked(ctx, dut.m_axis_1, got)
 
     async def wait(ctx):
         await ctx.tick().repeat(1500)
@@ -103,4 +85,4 @@ def test_tuser_travels_with_the_frame(rng):
     sim.add_process(sink)
     sim.add_testbench(wait)
     sim.run()
-    assert got == [k in marked for k in range(12)]
+    assert [err for _, err in got] == [k in marked for k in range(12)]
