@@ -9,6 +9,7 @@ completes a bad descriptor with the first failing check's status.
 from dataclasses import dataclass
 
 from .enums import Algorithm, Codec, Dtype, Opcode, Status
+from .in_network import MAX_JOB_WORKERS
 from .limits import MAX_COUNT, MAX_RANKS
 from .protocol import MAX_P, MIN_P
 
@@ -60,9 +61,11 @@ STATUS_MEANING = {
     Status.bad_count: f"count is 0 or above MAX_COUNT ({MAX_COUNT})",
     Status.bad_alignment: "src or dst is not a multiple of 4",
     Status.bad_range: "src or dst + count*4 runs past the end of the 64-bit address space",
-    Status.bad_world_size: f"collective with WORLD_SIZE outside 1 .. {MAX_RANKS} or RANK >= WORLD_SIZE",
+    Status.bad_world_size: f"collective with WORLD_SIZE outside 1 .. {MAX_RANKS} (1 .. {MAX_JOB_WORKERS} with "
+                           "algorithm switch) or RANK >= WORLD_SIZE",
     Status.bad_packet_size: f"a codec or collective with PACKET_ELEMS not a multiple of 16 in {MIN_P} .. {MAX_P}",
-    Status.unsupported: "a valid operation this build does not execute (none today; the code is kept stable)",
+    Status.unsupported: "a valid operation this build does not execute: algorithm switch with an opcode other "
+                        "than allreduce",
     Status.bad_reserved: "a reserved field (flags, reserved0, reserved1) is not 0",
     Status.read_slverr: "a host-memory read returned SLVERR (the destination may be partly written)",
     Status.read_decerr: "a host-memory read returned DECERR (the destination may be partly written)",
@@ -74,6 +77,8 @@ STATUS_MEANING = {
                              "(wrong peer configuration, or a lost or corrupted frame): the result is not reliable",
     Status.ring_too_large: "the receive buffer cannot hold the frames this WORLD_SIZE keeps in flight at this "
                            "PACKET_ELEMS even with lag 1 (contract.credits.max_lag): use a smaller PACKET_ELEMS",
+    Status.timeout: "a switch all-reduce took no new result for AGG_DEADLINE cycles (the switch, or a worker, "
+                    "is gone): the destination is partly written",
 }
 assert list(STATUS_MEANING) == list(Status)
 
@@ -182,12 +187,13 @@ def check(desc: dict, world_size: int, rank: int, packet_elems: int) -> int:
     if desc["src"] + 4 * desc["count"] > 1 << 64 or desc["dst"] + 4 * desc["count"] > 1 << 64:
         return Status.bad_range
     collective = op != Opcode.copy
-    if collective and not (1 <= world_size <= MAX_RANKS and rank < world_size):
+    limit = MAX_JOB_WORKERS if desc["algorithm"] == Algorithm.switch else MAX_RANKS
+    if collective and not (1 <= world_size <= limit and rank < world_size):
         return Status.bad_world_size
     if (collective or desc["codec"] != Codec.none) and not (
             packet_elems % 16 == 0 and MIN_P <= packet_elems <= MAX_P):
         return Status.bad_packet_size
-    if op in UNSUPPORTED_OPCODES:
+    if op in UNSUPPORTED_OPCODES or (desc["algorithm"] == Algorithm.switch and op != Opcode.allreduce):
         return Status.unsupported
     if any(desc.get(name, 0) for name in RESERVED_FIELDS):      # (a field left out packs as 0)
         return Status.bad_reserved

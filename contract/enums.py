@@ -73,7 +73,8 @@ class AxiResp(IntEnum):
 
 class Algorithm(IntEnum):
     """Descriptor ``algorithm`` byte."""
-    ring = 0
+    ring = 0            # the NICs' ring (docs/allreduce.md)
+    switch = 1          # in-network aggregation through an aggregation switch (docs/in_network.md)
 
 
 class PhaseKind(IntEnum):
@@ -145,6 +146,7 @@ class Status(IntEnum):
     fetch_error = 20
     network_mismatch = 21
     ring_too_large = 22
+    timeout = 23
 
 
 def names(enum) -> list:

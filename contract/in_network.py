@@ -19,8 +19,9 @@ SWITCH_RANK = 0xFFFF
 MIN_SWITCH_PORTS, MAX_SWITCH_PORTS = 2, 16
 #: workers of one job (the bitmap of a slot set has one bit per worker)
 MAX_JOB_WORKERS = 16
-#: largest window a job may have (slots; a power of two)
+#: largest window a job may have (slots; a power of two); a NIC keeps at most MAX_NIC_WINDOW in flight
 MAX_WINDOW = 256
+MAX_NIC_WINDOW = 128
 #: a job's window by default: above the bandwidth-delay product of an 80 Gb/s link with 0.5 us links
 #: (docs/in_network.md, "Sizing")
 DEFAULT_WINDOW = 32

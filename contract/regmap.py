@@ -12,6 +12,7 @@ which) and reads 0 above them.
 from dataclasses import dataclass, field
 
 from .enums import Codec, DropReason, Dtype
+from .in_network import BACKOFF_MAX, DEADLINE, DEFAULT_WINDOW, MAX_NIC_WINDOW, RETRANSMIT_TIMEOUT
 from .limits import MAX_RANKS, WIDTHS
 from .protocol import DEFAULT_P, UDP_PORT
 
@@ -143,6 +144,24 @@ def _build():
     for reason in DropReason:
         reg(f"RX_DROP_{reason.name.upper()}", "ro", 0,
             f"Frames the parser dropped for `{reason.name}` (docs/protocol.md).")
+    # in-network aggregation: descriptors with algorithm switch (docs/in_network.md, "The worker")
+    reg("SWITCH_MAC_LO", "rw", 0, "The aggregation switch's MAC address, bits 31:0 (as LOCAL_MAC_LO).", align=0x100)
+    reg("SWITCH_MAC_HI", "rw", 0, "The aggregation switch's MAC address, bits 47:32.", bits=16)
+    reg("SWITCH_IP", "rw", 0, "The aggregation switch's IPv4 address (as LOCAL_IP).")
+    reg("AGG_WINDOW_LOG2", "rw", DEFAULT_WINDOW.bit_length() - 1,
+        f"log2 of the job's window S: slots this NIC keeps in flight (0 .. {MAX_NIC_WINDOW.bit_length() - 1}); "
+        "the switch's job entry must have the same window.", bits=3)
+    reg("AGG_PSN", "ro", 0, "The packet number g of this NIC's next contribution (docs/in_network.md): 0 after "
+        "reset, advanced by the packet count of every switch all-reduce, set by AGG_PSN_SET.")
+    reg("AGG_PSN_SET", "wo", 0, "Write: AGG_PSN takes the value written (every worker of a job must agree; "
+        "write it while no collective runs).")
+    reg("RETX_TIMEOUT", "rw", RETRANSMIT_TIMEOUT, "Cycles a NIC waits for a contribution's result after it "
+        "left before it sends it again; each resend of it doubles the wait, up to RETX_TIMEOUT << RETX_BACKOFF_MAX.")
+    reg("RETX_BACKOFF_MAX", "rw", BACKOFF_MAX, "The most doublings of the retransmission wait (0 .. 7).", bits=3)
+    reg("AGG_DEADLINE", "rw", DEADLINE, "Cycles without a new result after which a switch all-reduce completes "
+        "with status timeout.")
+    reg("AGG_DUP_RESULTS", "ro", 0, "Results dropped: a copy of one already taken, or for no packet in flight.")
+    reg("AGG_TIMEOUTS", "ro", 0, "Switch all-reduces that ended with status timeout.")
     return regs
 
 

@@ -19,7 +19,7 @@ from hdl.engine.ring_sequencer import Item, PlanLayout, RingSequencer
 from hdl.engine.rx_item_check import FIELDS, RxItemCheck
 from hdl.engine.send_credits import SendCredits
 from hdl.engine.tx_header_gen import HeaderConfig, TxHeaderGen
-from hdl.host.dma_reader import DmaCommand
+from hdl.host.dma_engine import dma_user_members
 from hdl.packet.rx_parser import RxMeta
 from hdl.packet.tx_builder import TxMeta
 from hdl.stream.axis import AxiStreamSignature, check_width
@@ -46,7 +46,9 @@ EngineConfig = data.StructLayout({
 })
 
 #: the engine's data frames since reset (acks not included); a completion reports the difference
-NetCounters = data.StructLayout({"tx_frames": 32, "tx_bytes": 64, "rx_frames": 32, "rx_bytes": 64})
+#: (``retransmissions``: frames sent again after a loss; the switch client's, the ring sends none)
+NetCounters = data.StructLayout({"tx_frames": 32, "tx_bytes": 64, "rx_frames": 32, "rx_bytes": 64,
+                                 "retransmissions": 32})
 
 EngineStatus = data.StructLayout({
     "read_resp": 2,         # worst AXI response of the own-data reads
@@ -55,7 +57,21 @@ EngineStatus = data.StructLayout({
     "overflow": 1,          # an int32 sum saturated
     "framing": 1,           # the reduction unit's operands disagreed in framing
     "host_bytes": 64,       # bytes of results written to host memory (the write commands' lengths)
+    "timeout": 1,           # the switch client: no new result for the deadline (the ring: 0)
 })
+
+
+def engine_members(width: int) -> dict:
+    """The ports every collective engine has (this one and the switch client): the DMA engine's user side,
+    received frames from the RxParser, frames to the TxBuilder, and the network counters."""
+    return {
+        **dma_user_members(width),
+        "rx_meta": In(stream.Signature(RxMeta)),
+        "rx_payload": In(AxiStreamSignature(width)),
+        "tx_meta": Out(stream.Signature(TxMeta)),
+        "tx_payload": Out(AxiStreamSignature(width)),
+        "net": Out(NetCounters),
+    }
 
 
 class _ItemQueue:
@@ -150,16 +166,7 @@ class CollectiveEngine(wiring.Component):
             "start": In(1),
             "busy": Out(1),
             "status": Out(EngineStatus),
-            "rd_cmd": Out(stream.Signature(DmaCommand)),
-            "rd_data": In(AxiStreamSignature(W, user_width=2)),
-            "wr_cmd": Out(stream.Signature(DmaCommand)),
-            "wr_data": Out(AxiStreamSignature(W)),
-            "wr_status": In(stream.Signature(2)),
-            "rx_meta": In(stream.Signature(RxMeta)),
-            "rx_payload": In(AxiStreamSignature(W)),
-            "tx_meta": Out(stream.Signature(TxMeta)),
-            "tx_payload": Out(AxiStreamSignature(W)),
-            "net": Out(NetCounters),
+            **engine_members(W),
         })
 
     def elaborate(self, platform):

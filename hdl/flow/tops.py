@@ -60,8 +60,8 @@ def module_name(top: str, width: int) -> str:
     return f"ainic_{top}_w{width}"
 
 
-def _cluster(nodes: int, width: int) -> ClusterBench:
-    return ClusterBench(nodes, width, nic_module=module_name("nic", width))
+def _cluster(nodes: int, width: int, aggregation: bool = False) -> ClusterBench:
+    return ClusterBench(nodes, width, nic_module=module_name("nic", width), aggregation=aggregation)
 
 
 def _cluster_sources(width: int) -> tuple:
@@ -73,6 +73,10 @@ SIM_TOPS = {
     # the bench instantiates the exported NIC by module name: its own Verilog depends on the bench alone
     **{f"cluster_n{n}": Top(partial(_cluster, n), _cluster_sources, lambda width: (module_name("nic", width),),
                             module=ClusterBench.__module__)
+       for n in range(2, MAX_CLUSTER_NODES + 1)},
+    # the same with the aggregation switch at the centre and fault injection on every link
+    **{f"switch_cluster_n{n}": Top(partial(_cluster, n, aggregation=True), _cluster_sources,
+                                   lambda width: (module_name("nic", width),), module=ClusterBench.__module__)
        for n in range(2, MAX_CLUSTER_NODES + 1)},
 }
 

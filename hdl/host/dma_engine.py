@@ -15,6 +15,18 @@ WRITE_MEMBERS = ("awaddr", "awlen", "awsize", "awburst", "awvalid", "awready", "
                  "wvalid", "wready", "bresp", "bvalid", "bready")
 
 
+def dma_user_members(width: int) -> dict:
+    """The ports of a block that uses the DMA engine (the command processor, the collective engines):
+    read and write commands, the data read, the data to write, the write responses."""
+    return {
+        "rd_cmd": Out(stream.Signature(DmaCommand)),
+        "rd_data": In(AxiStreamSignature(width, user_width=2)),
+        "wr_cmd": Out(stream.Signature(DmaCommand)),
+        "wr_data": Out(AxiStreamSignature(width)),
+        "wr_status": In(stream.Signature(2)),
+    }
+
+
 class DmaEngine(wiring.Component):
     """Host memory access for the NIC: :class:`DmaReader` on AR/R, :class:`DmaWriter` on AW/W/B.
 
@@ -26,11 +38,7 @@ class DmaEngine(wiring.Component):
     def __init__(self, width: int = 512):
         self.width = check_width(width, self)
         super().__init__({
-            "rd_cmd": In(stream.Signature(DmaCommand)),
-            "rd_data": Out(AxiStreamSignature(width, user_width=2)),
-            "wr_cmd": In(stream.Signature(DmaCommand)),
-            "wr_data": In(AxiStreamSignature(width)),
-            "wr_status": Out(stream.Signature(2)),
+            **{name: member.flip() for name, member in dma_user_members(width).items()},
             "wr_poison": In(1),
             "m_axi": Out(AxiSignature(width)),
             "busy": Out(1),

@@ -3,20 +3,21 @@
 from types import SimpleNamespace
 
 from amaranth import C, Cat, Module, Mux, Signal
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from contract import credits as cr
 from contract import descriptors as ds
 from contract import regmap as rm
 from contract.enums import Algorithm, Codec, Dtype, Opcode, Status
+from contract.in_network import MAX_JOB_WORKERS
 from contract.limits import MAX_COUNT, MAX_RANKS
 from contract.protocol import MAX_P, MIN_P
 from hdl.engine.collective_engine import EngineStatus, NetCounters
 from hdl.engine.plan_calculator import PlanCalculator
 from hdl.engine.ring_sequencer import PlanLayout
 from hdl.host.axi import RESP_SLVERR
-from hdl.host.dma_reader import DmaCommand
+from hdl.host.dma_engine import dma_user_members
 from hdl.stream.axis import AxiStreamSignature, check_width
 
 Descriptor = data.StructLayout({name: bits for name, bits, _ in ds.DESCRIPTOR_FIELDS})
@@ -52,23 +53,27 @@ def check_descriptor(m, d, cfg):
         return end[64] & (end[:64] != 0)
 
     collective = d.opcode != Opcode.copy
+    switch = d.algorithm == Algorithm.switch
+    limit = Mux(switch, MAX_JOB_WORKERS, MAX_RANKS)
     p = cfg.packet_elems
     checks = [
         (~((d.opcode >= min(Opcode)) & (d.opcode <= max(Opcode))), Status.bad_opcode),
         (d.dtype > max(Dtype), Status.bad_dtype),
         (d.codec > max(Codec), Status.bad_codec),
         ((d.dtype == Dtype.int32) & (d.codec != Codec.none), Status.codec_dtype),
-        (d.algorithm != Algorithm.ring, Status.bad_algorithm),
+        (d.algorithm > max(Algorithm), Status.bad_algorithm),
         ((d.count == 0) | (d.count > MAX_COUNT), Status.bad_count),
         ((d.src[:2] != 0) | (d.dst[:2] != 0), Status.bad_alignment),
         (past_end(src_end) | past_end(dst_end), Status.bad_range),
-        (collective & ((cfg.world_size == 0) | (cfg.world_size > MAX_RANKS) | (cfg.rank >= cfg.world_size)),
+        (collective & ((cfg.world_size == 0) | (cfg.world_size > limit) | (cfg.rank >= cfg.world_size)),
          Status.bad_world_size),
         ((collective | (d.codec != Codec.none)) & ((p[:4] != 0) | (p < MIN_P) | (p > MAX_P)),
          Status.bad_packet_size),
     ]
+    unsupported = switch & (d.opcode != Opcode.allreduce)
     if ds.UNSUPPORTED_OPCODES:
-        checks.append((_any(d.opcode == op for op in ds.UNSUPPORTED_OPCODES), Status.unsupported))
+        unsupported = unsupported | _any(d.opcode == op for op in ds.UNSUPPORTED_OPCODES)
+    checks.append((unsupported, Status.unsupported))
     checks.append((_any(getattr(d, name) != 0 for name in ds.RESERVED_FIELDS), Status.bad_reserved))
     status = Signal(8, name="check_status")
     with m.If(checks[0][0]):
@@ -111,11 +116,7 @@ class CommandProcessor(wiring.Component):
             "doorbell_value": In(16),
             "set_irq": Out(32),
             "set_error": Out(32),
-            "rd_cmd": Out(stream.Signature(DmaCommand)),
-            "rd_data": In(AxiStreamSignature(W, user_width=2)),
-            "wr_cmd": Out(stream.Signature(DmaCommand)),
-            "wr_data": Out(AxiStreamSignature(W)),
-            "wr_status": In(stream.Signature(2)),
+            **dma_user_members(W),
             "wr_poison": Out(1),
             "loop_in": Out(AxiStreamSignature(W)),
             "loop_out": In(AxiStreamSignature(W)),
@@ -129,6 +130,7 @@ class CommandProcessor(wiring.Component):
             "plan": Out(PlanLayout),
             "engine_start": Out(1),
             "engine_active": Out(1),
+            "use_switch": Out(1),           # the descriptor runs on the switch client (algorithm switch)
             "engine_busy": In(1),
             "engine_status": In(EngineStatus),
             "net": In(NetCounters),
@@ -215,6 +217,8 @@ class CommandProcessor(wiring.Component):
             record.tag.eq(desc.tag), record.host_bytes.eq(s.host_bytes),
             record.packets_sent.eq(s.net_delta.tx_frames), record.bytes_sent.eq(s.net_delta.tx_bytes),
             record.packets_received.eq(s.net_delta.rx_frames), record.bytes_received.eq(s.net_delta.rx_bytes),
+            record.retransmissions.eq(s.net_delta.retransmissions),
+            self.use_switch.eq(desc.algorithm == Algorithm.switch),
         ]
 
     def _dma_stream_errors(self, m, s):
@@ -275,6 +279,9 @@ class CommandProcessor(wiring.Component):
             with m.Elif(s.verdict != 0):
                 m.d.sync += s.status.eq(s.verdict)
                 m.next = "COMPLETE"
+            with m.Elif(is_collective & (desc.algorithm == Algorithm.switch)):
+                m.d.sync += s.status.eq(0)
+                m.next = "LAUNCH"                  # the switch needs no ring plan
             with m.Elif(is_collective):
                 m.d.sync += [s.status.eq(0), plan.start.eq(1)]
                 m.next = "PLAN"
@@ -311,6 +318,7 @@ class CommandProcessor(wiring.Component):
                     s.net_delta.tx_bytes.eq(net.tx_bytes - net0.tx_bytes),
                     s.net_delta.rx_frames.eq(net.rx_frames - net0.rx_frames),
                     s.net_delta.rx_bytes.eq(net.rx_bytes - net0.rx_bytes),
+                    s.net_delta.retransmissions.eq(net.retransmissions - net0.retransmissions),
                 ]
                 with m.If(es.read_resp >= RESP_SLVERR):
                     m.d.sync += s.status.eq(Mux(es.read_resp == RESP_SLVERR, Status.read_slverr, Status.read_decerr))
@@ -319,6 +327,8 @@ class CommandProcessor(wiring.Component):
                                                 Status.write_slverr, Status.write_decerr))
                 with m.Elif(es.mismatch != 0):
                     m.d.sync += s.status.eq(Status.network_mismatch)
+                with m.Elif(es.timeout):
+                    m.d.sync += s.status.eq(Status.timeout)
                 with m.Else():
                     # what the engine wrote: the whole result, or the rank's own chunk (reduce-scatter)
                     m.d.sync += s.host_bytes.eq(es.host_bytes)

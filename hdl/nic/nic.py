@@ -1,4 +1,5 @@
-"""The NIC: registers, command processor, DMA engine, codec loop, collective engine and packet path."""
+"""The NIC: registers, command processor, DMA engine, codec loop, collective engine, switch client and
+packet path."""
 
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
@@ -6,9 +7,10 @@ from amaranth.lib.wiring import In, Out
 
 from contract import credits as cr
 from contract import regmap as rm
-from contract.enums import DropReason
+from contract.enums import DATA_OPCODES, DropReason, FrameOpcode
 from hdl.codec.codec_loop import CodecLoop
 from hdl.engine.collective_engine import CollectiveEngine
+from hdl.engine.switch_client import SwitchClient
 from hdl.host.axi import AxiLiteSignature, AxiSignature
 from hdl.host.dma_engine import DmaEngine
 from hdl.host.register_block import RegisterBlock
@@ -39,9 +41,11 @@ class Nic(wiring.Component):
     * ``s_axis_rx`` / ``m_axis_tx``: Ethernet frames from / to a MAC (no FCS; ``s_axis_rx.tuser`` = the MAC's
       error flag for the frame). Frames are Ethernet/IPv4/UDP/ainic (docs/protocol.md).
 
-    Local copies run in the command processor with the DMA engine and codec loop; ALLREDUCE descriptors run
-    in the :class:`CollectiveEngine`, which owns the DMA ports for their duration and talks to the network
-    through the :class:`RxParser` and :class:`TxBuilder`. Received frames wait in the parser's buffer until
+    Local copies run in the command processor with the DMA engine and codec loop; collective descriptors
+    run in the :class:`CollectiveEngine` (algorithm ring) or the :class:`SwitchClient` (algorithm switch),
+    which owns the DMA ports for their duration and talks to the network through the :class:`RxParser`
+    and :class:`TxBuilder`. Received ``aggregated`` frames go to the switch client (which drops them when
+    it is not running), every other accepted frame to the collective engine. Received frames wait in the parser's buffer until
     the engine asks for them, so a peer may start earlier; receive credits (``contract/credits.py``)
     keep every sender within that buffer, so ``s_axis_rx`` never has to push back on a MAC.
     """
@@ -59,6 +63,7 @@ class Nic(wiring.Component):
         m.submodules.dma = dma = DmaEngine(W)
         m.submodules.loop = loop = CodecLoop(W)
         m.submodules.engine = eng = CollectiveEngine(W, credits=self.credits)
+        m.submodules.client = cl = SwitchClient(W)
         m.submodules.rx = rx = RxParser(W, buffer_beats=self.credits.buffer_beats(W))
         m.submodules.tx = tx = TxBuilder(W)
         wiring.connect(m, wiring.flipped(self.s_axil), regs.s_axil)
@@ -86,21 +91,27 @@ class Nic(wiring.Component):
             regs.set.error_status.eq(cmd.set_error),
             cmd.doorbell.eq(regs.strobe[0]),
             cmd.doorbell_value.eq(regs.strobe_data[0]),
+            cl.psn_set.eq(regs.strobe[1]),
+            cl.psn_value.eq(regs.strobe_data[1]),
+            st.agg_psn.eq(cl.psn), st.agg_dup_results.eq(cl.dup_results), st.agg_timeouts.eq(cl.timeouts),
+            st.retransmissions.eq(cl.net.retransmissions),
         ]
 
-        # -- the DMA engine's user: the command processor, or the collective engine while it runs ------------
-        act = cmd.engine_active
+        # -- the DMA engine's user: the command processor, or the engine running the collective -----------------
+        use_sw = cmd.use_switch
+        act_ring, act_sw = cmd.engine_active & ~use_sw, cmd.engine_active & use_sw
         for name in DMA_PORTS:
-            port_d, port_c, port_e = getattr(dma, name), getattr(cmd, name), getattr(eng, name)
+            port_d, port_c = getattr(dma, name), getattr(cmd, name)
+            port_e, port_s = getattr(eng, name), getattr(cl, name)
             for f, member in port_d.signature.members.items():
-                d, cs, es = getattr(port_d, f), getattr(port_c, f), getattr(port_e, f)
+                d, cs, es, ss = (getattr(p, f) for p in (port_d, port_c, port_e, port_s))
                 if member.flow == In:           # the user drives it
-                    m.d.comb += d.eq(Mux(act, es, cs))
+                    m.d.comb += d.eq(Mux(act_sw, ss, Mux(act_ring, es, cs)))
                 elif f in ("valid", "ready", "tvalid", "tready"):
-                    m.d.comb += [es.eq(d & act), cs.eq(d & ~act)]
+                    m.d.comb += [es.eq(d & act_ring), ss.eq(d & act_sw), cs.eq(d & ~cmd.engine_active)]
                 else:
-                    m.d.comb += [es.eq(d), cs.eq(d)]
-        m.d.comb += dma.wr_poison.eq(cmd.wr_poison & ~act)
+                    m.d.comb += [es.eq(d), cs.eq(d), ss.eq(d)]
+        m.d.comb += dma.wr_poison.eq(cmd.wr_poison & ~cmd.engine_active)
         wiring.connect(m, cmd.loop_in, loop.s_axis)
         wiring.connect(m, loop.m_axis, cmd.loop_out)
         m.d.comb += [loop.cfg_codec.eq(cmd.loop_codec), loop.cfg_packet_elems.eq(c.packet_elems),
@@ -120,8 +131,18 @@ class Nic(wiring.Component):
             ec.plan.eq(cmd.plan), ec.prev_ip.eq(prev_ip), ec.prev_mac.eq(prev_mac), ec.src.eq(d.src), ec.dst.eq(d.dst),
             h.rank.eq(c.rank), h.nodes.eq(c.world_size), h.codec.eq(d.codec), h.dtype.eq(d.dtype),
             h.job.eq(c.job_id), h.collective.eq(d.collective), h.next_mac.eq(next_mac), h.next_ip.eq(next_ip),
-            eng.start.eq(cmd.engine_start),
-            cmd.engine_busy.eq(eng.busy), cmd.engine_status.eq(eng.status),
+            eng.start.eq(cmd.engine_start & ~use_sw),
+            cmd.engine_busy.eq(Mux(use_sw, cl.busy, eng.busy)),
+            cmd.engine_status.eq(Mux(use_sw, cl.status.as_value(), eng.status.as_value())),
+        ]
+        sc = cl.cfg
+        m.d.comb += [
+            sc.src.eq(d.src), sc.dst.eq(d.dst), sc.count.eq(d.count), sc.packet.eq(c.packet_elems),
+            sc.codec.eq(d.codec), sc.dtype.eq(d.dtype), sc.job.eq(c.job_id), sc.worker.eq(c.rank),
+            sc.collective.eq(d.collective), sc.window_log2.eq(c.agg_window_log2),
+            sc.switch_mac.eq(Cat(c.switch_mac_lo, c.switch_mac_hi[:16])), sc.switch_ip.eq(c.switch_ip),
+            sc.timeout.eq(c.retx_timeout), sc.backoff_max.eq(c.retx_backoff_max), sc.deadline.eq(c.agg_deadline),
+            cl.start.eq(cmd.engine_start & use_sw),
         ]
 
         # -- packet path ----------------------------------------------------------------------------------------
@@ -131,10 +152,8 @@ class Nic(wiring.Component):
             tx.cfg_mac.eq(local_mac), tx.cfg_ip.eq(c.local_ip), tx.cfg_udp_port.eq(c.udp_port),
         ]
         wiring.connect(m, wiring.flipped(self.s_axis_rx), rx.s_axis)
-        wiring.connect(m, rx.m_meta, eng.rx_meta)
-        wiring.connect(m, rx.m_axis, eng.rx_payload)
-        wiring.connect(m, eng.tx_meta, tx.s_meta)
-        wiring.connect(m, eng.tx_payload, tx.s_axis)
+        self._route_received(m, rx, eng, cl)
+        self._share_transmit(m, tx, eng, cl)
         wiring.connect(m, tx.m_axis, wiring.flipped(self.m_axis_tx))
 
         # -- network counters: registers (every frame on the ports, acks included) -----------------------------
@@ -147,10 +166,52 @@ class Nic(wiring.Component):
         with m.If(self.m_axis_tx.tvalid & self.m_axis_tx.tready & self.m_axis_tx.tlast):
             m.d.sync += tx_frames.eq(tx_frames + 1)
         m.d.comb += [
-            cmd.net.eq(eng.net),            # a completion counts its collective's data frames (acks apart)
+            # a completion counts its collective's data frames (acks apart)
+            cmd.net.eq(Mux(use_sw, cl.net.as_value(), eng.net.as_value())),
             st.tx_frames.eq(tx_frames), st.tx_bytes.eq(tx_bytes),
             st.rx_accepted.eq(rx.stat_accepted), st.rx_bytes.eq(rx_bytes),
         ]
         for reason in DropReason:
             m.d.comb += getattr(st, f"rx_drop_{reason.name}").eq(rx.stat_drops[reason])
         return m
+
+    @staticmethod
+    def _route_received(m, rx, eng, cl):
+        """Accepted frames: ``aggregated`` ones to the switch client, the rest to the collective engine; a
+        frame's payload (data opcodes only) follows its record to the same place."""
+        meta, pay = rx.m_meta, rx.m_axis
+        to_switch = meta.payload.ainic.opcode == FrameOpcode.aggregated
+        has_payload = Cat(*[meta.payload.ainic.opcode == op for op in DATA_OPCODES]).any()
+        pay_to_switch = Signal()            # where the payload now streaming goes
+        pending = Signal()                  # a payload is owed by a record already passed on
+        for dst, sel in ((cl, to_switch), (eng, ~to_switch)):
+            m.d.comb += [dst.rx_meta.payload.eq(meta.payload), dst.rx_meta.valid.eq(meta.valid & sel & ~pending)]
+        m.d.comb += meta.ready.eq(~pending & Mux(to_switch, cl.rx_meta.ready, eng.rx_meta.ready))
+        with m.If(meta.valid & meta.ready & has_payload):
+            m.d.sync += [pending.eq(1), pay_to_switch.eq(to_switch)]
+        for dst, sel in ((cl, pay_to_switch), (eng, ~pay_to_switch)):
+            p = dst.rx_payload
+            m.d.comb += [p.tdata.eq(pay.tdata), p.tkeep.eq(pay.tkeep), p.tlast.eq(pay.tlast),
+                         p.tvalid.eq(pay.tvalid & pending & sel)]
+        m.d.comb += pay.tready.eq(pending & Mux(pay_to_switch, cl.rx_payload.tready, eng.rx_payload.tready))
+        with m.If(pay.tvalid & pay.tready & pay.tlast):
+            m.d.sync += pending.eq(0)
+
+    @staticmethod
+    def _share_transmit(m, tx, eng, cl):
+        """The builder takes frames from the collective engine and the switch client, a frame at a time
+        (round-robin on the records); a frame's payload comes from the source of its record."""
+        from_switch = Signal()              # the source of the frame being built
+        last = Signal()
+        pick = Mux(eng.tx_meta.valid & cl.tx_meta.valid, ~last, cl.tx_meta.valid)
+        m.d.comb += [tx.s_meta.payload.eq(Mux(pick, cl.tx_meta.payload.as_value(), eng.tx_meta.payload.as_value())),
+                     tx.s_meta.valid.eq(eng.tx_meta.valid | cl.tx_meta.valid),
+                     cl.tx_meta.ready.eq(tx.s_meta.ready & pick), eng.tx_meta.ready.eq(tx.s_meta.ready & ~pick)]
+        with m.If(tx.s_meta.valid & tx.s_meta.ready):
+            m.d.sync += [from_switch.eq(pick), last.eq(pick)]
+        src_sw, src_eng, p = cl.tx_payload, eng.tx_payload, tx.s_axis
+        m.d.comb += [p.tdata.eq(Mux(from_switch, src_sw.tdata, src_eng.tdata)),
+                     p.tkeep.eq(Mux(from_switch, src_sw.tkeep, src_eng.tkeep)),
+                     p.tlast.eq(Mux(from_switch, src_sw.tlast, src_eng.tlast)),
+                     p.tvalid.eq(Mux(from_switch, src_sw.tvalid, src_eng.tvalid)),
+                     src_sw.tready.eq(p.tready & from_switch), src_eng.tready.eq(p.tready & ~from_switch)]

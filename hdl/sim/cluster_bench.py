@@ -1,7 +1,8 @@
-"""Simulation top: N NICs, each with its host memory, in a ring through an Ethernet switch and link models."""
+"""Simulation top: N NICs, each with its host memory, through link models and an Ethernet switch (the ring),
+or an aggregation switch with fault injection on every link (in-network aggregation)."""
 
 from amaranth import ClockDomain, ClockSignal, DomainRenamer, Instance, Module, ResetSignal, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from contract import regmap as rm
@@ -9,10 +10,16 @@ from contract.limits import MAX_CLUSTER_NODES
 from hdl.host.axi import AxiLiteSignature
 from hdl.host.axil_slice import AxiLiteSlice
 from hdl.nic.nic import nic_signature
-from hdl.switch.eth_switch import EthernetSwitch
 from hdl.sim.host_bench import SIM_DIR, add_host_memory, memory_members
+from hdl.sim.fault_injector import FaultInjector
 from hdl.sim.link_model import LinkModel
 from hdl.stream.axis import check_width
+from hdl.switch.aggregation_switch import AggregationSwitch, stats_layout
+from hdl.switch.eth_switch import EthernetSwitch
+from hdl.switch.job_table import POOL_BITS, JobEntry
+
+#: the aggregation bench's switch: jobs it holds, its pool, the largest packet it takes
+SWITCH_JOBS, SWITCH_POOL, SWITCH_MAX_PACKET = 4, 64, 256
 
 CAPTURE_SOURCE = SIM_DIR / "ainic_frame_capture.v"
 
@@ -33,10 +40,16 @@ class ClusterBench(wiring.Component):
     :class:`AxiLiteSlice`) before it reaches a NIC, a memory, a link or the switch. Verilator evaluates
     the logic that depends combinationally on the top's inputs twice per clock cycle; with registered
     inputs that is almost none of it (4x faster at N = 4, W = 512).
+
+    With ``aggregation``, the centre is an :class:`AggregationSwitch` (configured through the ``sw_*``
+    ports, its counters on ``sw_stats``, port i's address ``n<i>_mac`` / ``n<i>_ip``) and every link ends in
+    a :class:`FaultInjector` (at the switch's ingress for uplink i, at NIC i's receive port for downlink i;
+    thresholds ``fault_drop`` / ``fault_dup`` / ``fault_corrupt`` for all, seeds ``n<i>_up_seed`` /
+    ``n<i>_down_seed``, counters ``n<i>_up_faults`` / ``n<i>_down_faults``: dropped, duplicated, corrupted).
     """
 
     def __init__(self, nodes: int, width: int = 512, nic_module: str = "ainic_nic_w512", addr_bits: int = 24,
-                 link_depth: int = 1024):
+                 link_depth: int = 1024, aggregation: bool = False):
         self.nic_module = nic_module
         if not 2 <= nodes <= MAX_CLUSTER_NODES:
             self._MustUse__silence = True
@@ -45,13 +58,27 @@ class ClusterBench(wiring.Component):
         self.width = check_width(width, self)
         self.addr_bits = addr_bits
         self.link_depth = link_depth
+        self.aggregation = aggregation
         members = {"link_latency": In(16), "link_rate": In(16), "sw_unknown": Out(32), "capture": In(1)}
+        if aggregation:
+            members.update({
+                "sw_mac": In(48), "sw_ip": In(32), "sw_jobs": In(data.ArrayLayout(JobEntry, SWITCH_JOBS)),
+                "sw_clear": In(1), "sw_clear_base": In(POOL_BITS), "sw_clear_count": In(POOL_BITS + 1),
+                "sw_clearing": Out(1), "sw_stats": Out(stats_layout(nodes, SWITCH_JOBS)),
+                "fault_drop": In(16), "fault_dup": In(16), "fault_corrupt": In(16),
+            })
+            for i in range(nodes):
+                members.update({f"n{i}_ip": In(32), f"n{i}_up_seed": In(32, init=1), f"n{i}_down_seed": In(32, init=1),
+                                f"n{i}_up_faults": Out(data.ArrayLayout(32, 3)),
+                                f"n{i}_down_faults": Out(data.ArrayLayout(32, 3))})
         for i in range(nodes):
             members[f"n{i}_s_axil"] = In(AxiLiteSignature((rm.SPAN - 1).bit_length()))
             members[f"n{i}_irq"] = Out(1)
             members[f"n{i}_mac"] = In(48)
             members[f"n{i}_up_frames"] = Out(32)
             members[f"n{i}_up_bytes"] = Out(48)
+            members[f"n{i}_down_frames"] = Out(32)
+            members[f"n{i}_down_bytes"] = Out(48)
             members[f"n{i}_rx_stalls"] = Out(32)
             members.update(memory_members(f"n{i}_mem_"))
         super().__init__(members)
@@ -59,13 +86,24 @@ class ClusterBench(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         N, W = self.nodes, self.width
-        m.submodules.switch = sw = EthernetSwitch(N, W)
-        m.d.comb += self.sw_unknown.eq(sw.stat_unknown)
-
         def registered(port):
-            reg = Signal.like(port, name=f"{port.name}_r")
-            m.d.sync += reg.eq(port)
+            value = port.as_value() if isinstance(port, data.View) else port
+            reg = Signal.like(value, name=f"{value.name}_r")
+            m.d.sync += reg.eq(value)
             return reg
+        if self.aggregation:
+            m.submodules.switch = sw = AggregationSwitch(N, W, pool_slots=SWITCH_POOL, max_jobs=SWITCH_JOBS,
+                                                         max_packet=SWITCH_MAX_PACKET)
+            m.d.comb += [self.sw_unknown.eq(sw.stats.unknown_mac), self.sw_stats.eq(sw.stats),
+                         self.sw_clearing.eq(sw.clearing),
+                         sw.cfg_mac.eq(registered(self.sw_mac)), sw.cfg_ip.eq(registered(self.sw_ip)),
+                         sw.cfg_jobs.eq(registered(self.sw_jobs)), sw.cfg_clear.eq(registered(self.sw_clear)),
+                         sw.cfg_clear_base.eq(registered(self.sw_clear_base)),
+                         sw.cfg_clear_count.eq(registered(self.sw_clear_count))]
+            faults = [registered(self.fault_drop), registered(self.fault_dup), registered(self.fault_corrupt)]
+        else:
+            m.submodules.switch = sw = EthernetSwitch(N, W)
+            m.d.comb += self.sw_unknown.eq(sw.stat_unknown)
         link_latency, link_rate = registered(self.link_latency), registered(self.link_rate)
         capture = registered(self.capture)
         sig = nic_signature(W)
@@ -92,14 +130,42 @@ class ClusterBench(wiring.Component):
                 "ainic_frame_capture", p_DATA_WIDTH=W, p_FILE=f"capture{i}.txt", i_clk=ClockSignal(),
                 i_rst=ResetSignal(), i_enable=capture, i_tdata=tx.tdata, i_tkeep=tx.tkeep, i_tlast=tx.tlast,
                 i_tvalid=tx.tvalid, i_tready=tx.tready)
-            wiring.connect(m, up.m_axis, getattr(sw, f"s_axis_{i}"))
-            wiring.connect(m, getattr(sw, f"m_axis_{i}"), down.s_axis)
-            rx, d = nic.s_axis_rx, down.m_axis
-            m.d.comb += [rx.tdata.eq(d.tdata), rx.tkeep.eq(d.tkeep), rx.tlast.eq(d.tlast), rx.tuser.eq(0),
+            rx = nic.s_axis_rx
+            mac = registered(getattr(self, f"n{i}_mac"))
+            if self.aggregation:
+                # every link ends in a fault injector: uplink i at switch port i, downlink i at NIC i
+                injectors = []
+                for name, link, seed in (("up", up, f"n{i}_up_seed"), ("down", down, f"n{i}_down_seed")):
+                    m.submodules[f"{name}_faults{i}"] = inj = FaultInjector(W)
+                    s = inj.s_axis
+                    m.d.comb += [s.tdata.eq(link.m_axis.tdata), s.tkeep.eq(link.m_axis.tkeep),
+                                 s.tlast.eq(link.m_axis.tlast), s.tuser.eq(0), s.tvalid.eq(link.m_axis.tvalid),
+                                 link.m_axis.tready.eq(s.tready),
+                                 inj.cfg_seed.eq(registered(getattr(self, seed))), inj.cfg_drop.eq(faults[0]),
+                                 inj.cfg_dup.eq(faults[1]), inj.cfg_corrupt.eq(faults[2])]
+                    counters = getattr(self, f"n{i}_{name}_faults")
+                    m.d.comb += [counters[0].eq(inj.stat_dropped), counters[1].eq(inj.stat_duplicated),
+                                 counters[2].eq(inj.stat_corrupted)]
+                    injectors.append(inj)
+                wiring.connect(m, injectors[0].m_axis, getattr(sw, f"s_axis_{i}"))
+                o = getattr(sw, f"m_axis_{i}")
+                m.d.comb += [down.s_axis.tdata.eq(o.tdata), down.s_axis.tkeep.eq(o.tkeep),
+                             down.s_axis.tlast.eq(o.tlast), down.s_axis.tvalid.eq(o.tvalid),
+                             o.tready.eq(down.s_axis.tready),
+                             sw.cfg_port_mac[i].eq(mac), sw.cfg_port_ip[i].eq(registered(getattr(self, f"n{i}_ip")))]
+                d = injectors[1].m_axis
+                m.d.comb += rx.tuser.eq(d.tuser)
+            else:
+                wiring.connect(m, up.m_axis, getattr(sw, f"s_axis_{i}"))
+                wiring.connect(m, getattr(sw, f"m_axis_{i}"), down.s_axis)
+                m.d.comb += [sw.cfg_mac[i].eq(mac), rx.tuser.eq(0)]
+                d = down.m_axis
+            m.d.comb += [rx.tdata.eq(d.tdata), rx.tkeep.eq(d.tkeep), rx.tlast.eq(d.tlast),
                          rx.tvalid.eq(d.tvalid), d.tready.eq(rx.tready),
-                         sw.cfg_mac[i].eq(registered(getattr(self, f"n{i}_mac"))),
                          getattr(self, f"n{i}_up_frames").eq(up.stat_frames),
-                         getattr(self, f"n{i}_up_bytes").eq(up.stat_bytes)]
+                         getattr(self, f"n{i}_up_bytes").eq(up.stat_bytes),
+                         getattr(self, f"n{i}_down_frames").eq(down.stat_frames),
+                         getattr(self, f"n{i}_down_bytes").eq(down.stat_bytes)]
             # cycles in which NIC i refused a beat its downlink offered: a MAC cannot wait, so with
             # receive credits this must stay 0
             stalls = getattr(self, f"n{i}_rx_stalls")

@@ -27,6 +27,18 @@ JobEntry = data.StructLayout({
 })
 
 
+def job_entry_value(job: int, ports, window: int, slot_base: int, dtype, codec, packet: int,
+                    enable: bool = True) -> int:
+    """A JobEntry as the integer its port takes: job id ``job``, worker w behind ``ports[w]``, a window of
+    ``window`` slots (a power of two) from pool slot ``slot_base``, and its dtype, codec and packet size."""
+    ports = list(ports)
+    return JobEntry.const({
+        "enable": int(enable), "job": job, "workers": len(ports), "ports": ports + [0] * (MAX_JOB_WORKERS - len(ports)),
+        "window_log2": window.bit_length() - 1, "slot_base": slot_base, "dtype": Dtype(dtype), "codec": Codec(codec),
+        "packet": packet,
+    }).as_value().value
+
+
 def member_mask(m, entry, ports: int, name: str):
     """The ports (a bit each) of the job's workers."""
     mask = Signal(ports, name=name)

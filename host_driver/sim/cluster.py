@@ -27,7 +27,14 @@ import numpy as np
 
 from contract import credits as cr
 from contract.enums import Codec, Dtype, FrameFlag, FrameOpcode, names
-from contract.in_network import DEADLINE, DEFAULT_WINDOW, MAX_WINDOW, RETRANSMIT_TIMEOUT, is_power_of_two
+from contract.in_network import (
+    DEADLINE,
+    DEFAULT_WINDOW,
+    MAX_NIC_WINDOW,
+    MAX_WINDOW,
+    RETRANSMIT_TIMEOUT,
+    is_power_of_two,
+)
 from contract.limits import MAX_CLUSTER_NODES, WIDTHS
 from contract.protocol import FRAME_HEADER_BYTES, MAX_P, WIRE_OVERHEAD_BYTES
 from host_driver.models import allreduce as ar
@@ -36,6 +43,8 @@ from host_driver.models import numerics as nm
 from host_driver.models import protocol as proto
 
 BACKENDS = ("model", "verilator", "icarus")
+#: the RTL cluster's aggregation switch takes packets of at most this many elements (hdl/sim/cluster_bench.py)
+SWITCH_MAX_PACKET = 256
 ALGORITHMS = ("ring", "switch")
 HEADER = FRAME_HEADER_BYTES         # Ethernet + IPv4 + UDP + ainic: 74 bytes per frame
 WIRE_EXTRA = WIRE_OVERHEAD_BYTES    # FCS, preamble + SFD, inter-frame gap: what a link spends per frame
@@ -173,9 +182,11 @@ class Cluster:
             raise ValueError("faults need algorithm='switch': the ring does not recover lost frames yet "
                              "(a lost frame ends it with network_mismatch)")
         if algorithm == "switch":
-            if backend != "model":
-                raise ValueError("the RTL aggregation switch is not in the cluster bench yet: "
-                                 "algorithm='switch' runs on backend='model'")
+            if backend != "model" and packet > SWITCH_MAX_PACKET:
+                raise ValueError(f"the RTL cluster's aggregation switch takes packets of at most "
+                                 f"{SWITCH_MAX_PACKET} elements, got {packet}")
+            if backend != "model" and window > MAX_NIC_WINDOW:
+                raise ValueError(f"a NIC keeps at most {MAX_NIC_WINDOW} slots in flight, got window {window}")
             if not is_power_of_two(window) or window > MAX_WINDOW:
                 raise ValueError(f"window must be a power of two in 1 .. {MAX_WINDOW}, got {window!r}")
             if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= nodes:
@@ -341,6 +352,8 @@ class Cluster:
                 yield -1, sw.result_frame(r, a)
 
     def _collective_switch(self, x):
+        if self.backend != "model":
+            return self._collective_rtl("allreduce", x)
         run = self._switch_run(x)
         n, L = self.nodes, len(x[0])
         up, down = run.uplinks, run.downlinks
@@ -368,6 +381,39 @@ class Cluster:
                 f"faults {asdict(self.faults)}", run.status, stats)
         return run.results, stats
 
+    def _switch_rtl_stats(self, x, raw, elapsed):
+        """ClusterStats of a switch all-reduce on the RTL from what the bench measured; CollectiveTimeout
+        if a rank's completion says timeout."""
+        n, L = self.nodes, len(x[0])
+        plan = inn.packets(L, self.packet, self.window)
+        last = [c[-1] for c in raw["completions"]]
+        up_f, up_b = raw["frames_per_link"], raw["bytes_per_link"]
+        stats = ClusterStats(n, L, self.codec, self.dtype, self.packet, self.clock_mhz, self.link_gbps,
+                             up_f, up_b, [b - HEADER * f for b, f in zip(up_b, up_f)], data_frames_per_link=up_f,
+                             ack_frames_per_link=[0] * n, backend=self.backend, width=self.width,
+                             raw_bytes_per_link=[4 * L * c["packets_sent"] // len(plan) for c in last],
+                             link_latency=self.link_latency, algorithm="switch", jobs=self.job_ranks(),
+                             down_frames_per_link=raw["down_frames_per_link"],
+                             down_frame_bytes_per_link=raw["down_bytes_per_link"], faults=asdict(self.faults),
+                             fault_counters=raw["fault_counters"],
+                             retransmitted_per_rank=[c["retransmissions"] for c in last],
+                             duplicate_results_per_rank=[r["AGG_DUP_RESULTS"] for r in raw["nic_registers"]],
+                             switch_counters=raw["switch_counters"])
+        stats.bound_cycles = inn.bound_cycles(L, self.packet, self.codec, stats.link_bytes_per_cycle, HEADER + WIRE_EXTRA)
+        stats.nic_cycles = [c["cycles"] for c in last]
+        stats.nic_packets_sent = [c["packets_sent"] for c in last]
+        stats.cycles = max(stats.nic_cycles)
+        stats.efficiency = stats.bound_cycles / stats.cycles
+        stats.sim_seconds = elapsed
+        if not self.faults.any:
+            stats.traffic_matches_model = (up_f == [len(plan)] * n and raw["down_frames_per_link"] == [len(plan)] * n)
+        late = [r for r, c in enumerate(last) if c["status_name"] != "ok"]
+        if late:
+            raise CollectiveTimeout(f"switch all-reduce on {self.backend}: ranks {late} ended with "
+                                    f"{[last[r]['status_name'] for r in late]}; faults {asdict(self.faults)}",
+                                    [c["status_name"] for c in last], stats)
+        return stats
+
     def _collective_rtl(self, op, x):
         from hdl.flow.export import build_dir  # the RTL backends' dependencies (module docstring)
         from host_driver.sim import runner
@@ -380,9 +426,12 @@ class Cluster:
                "packet": self.packet,
                "lag": self.lag, "elements": L, "link_latency": self.link_latency,
                "link_rate": link_rate_fixed(self.link_gbps, self.clock_mhz), "memory": self.memory,
-               "inputs": str(work / "inputs.npy"), "outputs": str(work / "out"), "capture": self.capture}
+               "inputs": str(work / "inputs.npy"), "outputs": str(work / "out"), "capture": self.capture,
+               "algorithm": self.algorithm, "jobs": self.job_ranks(), "window": self.window,
+               "retransmit_timeout": self.retransmit_timeout, "deadline": self.deadline,
+               "faults": asdict(self.faults)}
         (work / "job.json").write_text(json.dumps(job))
-        top = f"cluster_n{self.bench_nodes}"
+        top = f"{'switch_' if self.algorithm == 'switch' else ''}cluster_n{self.bench_nodes}"
         runner.build_top(self.backend, top, self.width, self.waves)     # so that the timing below is the run
         t = time.time()
         run_dir = runner.run(self.backend, top, self.width, "host_driver.sim.cluster_job",
@@ -394,6 +443,8 @@ class Cluster:
         raw = json.loads((work / "out.stats.json").read_text())
         if self.capture:
             self.captured = [(c, r, bytes.fromhex(f)) for c, r, f in json.loads((work / "out.frames.json").read_text())]
+        if self.algorithm == "switch":
+            return results, self._switch_rtl_stats(x, raw, elapsed)
         stats = self._traffic_stats(x, op)
         stats.nic_cycles = [c[-1] for c in raw["cycles"]]
         stats.nic_packets_sent = [c[-1]["packets_sent"] for c in raw["completions"]]

@@ -17,8 +17,14 @@ import cocotb
 import numpy as np
 from cocotb.triggers import Timer
 
+from contract.enums import AggDrop, Codec, DropReason, Dtype
+from contract.in_network import link_seed, threshold
+from hdl.sim.cluster_bench import SWITCH_JOBS
+from hdl.switch.aggregation_switch import stats_layout
+from hdl.switch.job_table import JobEntry, job_entry_value
 from host_driver.driver.nic import Nic
 from host_driver.models import allreduce as ar
+from host_driver.models import in_network as inn
 from host_driver.models import protocol as proto
 from host_driver.sim.cluster import rank_ip, rank_mac
 from host_driver.sim.rtl_backend import CLOCK_NS, RtlBackend, reset_pulse
@@ -51,6 +57,70 @@ def bench_nodes(dut) -> int:
     return n
 
 
+async def configure_switch(dut, job: dict, groups: list) -> None:
+    """The aggregation switch's address and job table (job k: id k + 1, its window from pool slot
+    k * window), the ports' addresses, and the links' fault generators (docs/in_network.md)."""
+    dut.sw_mac.value = proto.mac_int(inn.SWITCH_MAC)
+    dut.sw_ip.value = proto.ip_int(inn.SWITCH_IP)
+    if len(groups) > SWITCH_JOBS:
+        raise ValueError(f"the bench's switch holds {SWITCH_JOBS} jobs, got {len(groups)}")
+    table = 0
+    for k, g in enumerate(groups):
+        e = job_entry_value(k + 1, g, job["window"], k * job["window"], Dtype[job["dtype"]], Codec[job["codec"]],
+                            job["packet"])
+        table |= e << (k * JobEntry.size)
+    dut.sw_jobs.value = table
+    f = job.get("faults") or {}
+    dut.fault_drop.value = threshold(f.get("drop", 0))
+    dut.fault_dup.value = threshold(f.get("dup", 0))
+    dut.fault_corrupt.value = threshold(f.get("corrupt", 0))
+    seed = f.get("seed", 1)
+    for r in range(bench_nodes(dut)):
+        getattr(dut, f"n{r}_ip").value = proto.ip_int(rank_ip(r))
+        getattr(dut, f"n{r}_up_seed").value = link_seed(seed, 2 * r)
+        getattr(dut, f"n{r}_down_seed").value = link_seed(seed, 2 * r + 1)
+
+
+def switch_stats(dut, nodes: int, jobs: int) -> dict:
+    """The switch's counters and every link's fault counters, decoded."""
+    layout = stats_layout(bench_nodes(dut), SWITCH_JOBS)
+    raw = int(dut.sw_stats.value)
+
+    def field(name):
+        f = layout[name]
+        return (raw >> f.offset) & ((1 << f.width) - 1), f.shape
+
+    def array(name, inner_bits, count):
+        v, _ = field(name)
+        return [(v >> (inner_bits * i)) & ((1 << inner_bits) - 1) for i in range(count)]
+    ports = bench_nodes(dut)
+    reasons = len(AggDrop)
+    drops = dict(zip([r.name for r in AggDrop], array("drops", 32, reasons)))
+    job_drops_raw = array("job_drops", 32 * reasons, SWITCH_JOBS)
+    job_drops = [dict(zip([r.name for r in AggDrop], [(v >> (32 * i)) & 0xFFFFFFFF for i in range(reasons)]))
+                 for v in job_drops_raw[:jobs]]
+    parser = array("port_parser_drops", 32 * len(DropReason), ports)
+
+    def faults(r, name):
+        v = int(getattr(dut, f"n{r}_{name}_faults").value)
+        return {k: (v >> (32 * i)) & 0xFFFFFFFF for i, k in enumerate(("dropped", "duplicated", "corrupted"))}
+    return {
+        "switch_counters": {
+            "drops": drops,
+            "jobs": [{"absorbed": a, "completed": c, "unicast": u, "drops": d} for a, c, u, d in
+                     zip(array("job_absorbed", 32, jobs), array("job_completed", 32, jobs),
+                         array("job_unicast", 32, jobs), job_drops)],
+            "port_frames_in": array("port_frames_in", 32, ports)[:nodes],
+            "port_frames_out": array("port_frames_out", 32, ports)[:nodes],
+            "port_parser_drops": [{r.name: (v >> (32 * i)) & 0xFFFFFFFF for i, r in enumerate(DropReason)
+                                   if (v >> (32 * i)) & 0xFFFFFFFF} for v in parser[:nodes]],
+            "unknown_mac": field("unknown_mac")[0],
+        },
+        "fault_counters": {"up": [faults(r, "up") for r in range(nodes)],
+                           "down": [faults(r, "down") for r in range(nodes)]},
+    }
+
+
 async def run_job(dut, job: dict) -> dict:
     n, W = job["nodes"], job["width"]
     x = np.load(job["inputs"])
@@ -65,12 +135,33 @@ async def run_job(dut, job: dict) -> dict:
     nics = nics[:n]
     dut.link_latency.value = job["link_latency"]
     dut.link_rate.value = job["link_rate"]
+    switch = job.get("algorithm", "ring") == "switch"
+    groups = job.get("jobs") or [list(range(n))]
+    if switch:
+        await configure_switch(dut, job, groups)
+    elif hasattr(dut, "fault_drop"):       # a ring through the aggregation bench: no faults
+        dut.fault_drop.value = dut.fault_dup.value = dut.fault_corrupt.value = 0
     await reset_pulse(dut)
+    if switch:
+        while int(dut.sw_clearing.value):
+            await Timer(10 * CLOCK_NS, unit="ns")
     peers = [(proto.mac_int(rank_mac(r)), proto.ip_int(rank_ip(r))) for r in range(n)]
     bufs = []
     for r, nic in enumerate(nics):
-        await nic.start(rank=r, world_size=n, packet_elems=job["packet"], lag=job["lag"], job_id=job.get("job_id", 0),
-                        local_mac=peers[r][0], local_ip=peers[r][1], peers=peers)
+        if switch:          # rank = the worker's index in its job, the job id its job's
+            k = next(i for i, g in enumerate(groups) if r in g)
+            await nic.start(rank=groups[k].index(r), world_size=len(groups[k]), packet_elems=job["packet"],
+                            lag=job["lag"], job_id=k + 1, local_mac=peers[r][0], local_ip=peers[r][1],
+                            peers=[peers[q] for q in groups[k]])
+            for name, value in (("SWITCH_MAC_LO", proto.mac_int(inn.SWITCH_MAC) & 0xFFFFFFFF),
+                                ("SWITCH_MAC_HI", proto.mac_int(inn.SWITCH_MAC) >> 32),
+                                ("SWITCH_IP", proto.ip_int(inn.SWITCH_IP)),
+                                ("AGG_WINDOW_LOG2", job["window"].bit_length() - 1),
+                                ("RETX_TIMEOUT", job["retransmit_timeout"]), ("AGG_DEADLINE", job["deadline"])):
+                await nic.write_reg(name, value)
+        else:
+            await nic.start(rank=r, world_size=n, packet_elems=job["packet"], lag=job["lag"],
+                            job_id=job.get("job_id", 0), local_mac=peers[r][0], local_ip=peers[r][1], peers=peers)
         src, dst = nic.alloc(4 * L, align=W // 8), nic.alloc(4 * L, align=W // 8)
         await nic.write(src, x[r])
         if job.get("op") == "reduce_scatter":      # it leaves all but one chunk of dst unwritten
@@ -78,6 +169,8 @@ async def run_job(dut, job: dict) -> dict:
         bufs.append((src, dst))
     start_frames = [int(getattr(dut, f"n{r}_up_frames").value) for r in range(n)]
     start_bytes = [int(getattr(dut, f"n{r}_up_bytes").value) for r in range(n)]
+    start_down = [(int(getattr(dut, f"n{r}_down_frames").value), int(getattr(dut, f"n{r}_down_bytes").value))
+                  for r in range(n)]
     start_stalls = [int(getattr(dut, f"n{r}_rx_stalls").value) for r in range(n)]
     captures = [Path(f"capture{r}.txt") for r in range(n)]
     if job.get("capture"):
@@ -86,8 +179,12 @@ async def run_job(dut, job: dict) -> dict:
 
     op = job.get("op", "allreduce")
     plan = ar.Plan(n, L, job["packet"])
-    bound = ar.ring_bound_cycles(n, L, job["link_rate"] / 256, job["codec"], job["packet"], op=op)
-    timeout = int(50 * bound + 200 * L // job["packet"] + 100_000)
+    if switch:
+        bound = inn.bound_cycles(L, job["packet"], job["codec"], job["link_rate"] / 256)
+        timeout = int(50 * bound + 200 * L // job["packet"] + 2 * job["deadline"] + 100_000)
+    else:
+        bound = ar.ring_bound_cycles(n, L, job["link_rate"] / 256, job["codec"], job["packet"], op=op)
+        timeout = int(50 * bound + 200 * L // job["packet"] + 100_000)
     completions = [[] for _ in range(n)]
     t0 = nics[0].backend.cycle()
 
@@ -101,7 +198,9 @@ async def run_job(dut, job: dict) -> dict:
             early["frames"] = [int(getattr(dut, f"n{q}_up_frames").value) - start_frames[q] for q in range(n)]
         for i in range(job.get("repeats", 1)):
             c = await nic.wait(await nic.submit(op, src=src, dst=dst, count=L, dtype=job["dtype"],
-                                                codec=job["codec"], collective=i), timeout_cycles=timeout)
+                                                codec=job["codec"], collective=i,
+                                                algorithm="switch" if switch else "ring"),
+                               timeout_cycles=timeout)
             completions[r].append(c)
 
     tasks = [cocotb.start_soon(node(r)) for r in range(n)]
@@ -125,7 +224,13 @@ async def run_job(dut, job: dict) -> dict:
         "memory_violations": [nics[r].backend.memory.stats()["stat_violations"] for r in range(n)],
         "chunk_elems": plan.chunk_elems,
         "warnings": [sorted(nic.warnings) for nic in nics],
+        "down_frames_per_link": [int(getattr(dut, f"n{r}_down_frames").value) - start_down[r][0] for r in range(n)],
+        "down_bytes_per_link": [int(getattr(dut, f"n{r}_down_bytes").value) - start_down[r][1] for r in range(n)],
     }
+    if switch:
+        stats.update(switch_stats(dut, n, len(groups)))
+        stats["nic_registers"] = [{name: await nic.read_reg(name) for name in
+                                   ("AGG_PSN", "AGG_DUP_RESULTS", "AGG_TIMEOUTS", "RETRANSMISSIONS")} for nic in nics]
     if job.get("capture"):
         dut.capture.value = 0
         frames = [(c, r, f.hex()) for r in range(n) for c, f in read_capture(captures[r], capture_from[r], W)]

@@ -123,7 +123,7 @@ def test_switch_timeout_is_an_exception_naming_the_ranks(rng):
 @pytest.mark.parametrize("kwargs, message", [
     (dict(faults={"drop": 0.01}), "faults need algorithm='switch'"),
     (dict(algorithm="tree"), "algorithm must be one of"),
-    (dict(algorithm="switch", backend="verilator"), "not in the cluster bench yet"),
+    (dict(algorithm="switch", backend="verilator", packet=512), "packets of at most 256"),
     (dict(algorithm="switch", window=3), "power of two"),
     (dict(algorithm="switch", jobs=5), "jobs must be"),
     (dict(jobs=2), "jobs > 1 needs algorithm='switch'"),

@@ -1,0 +1,270 @@
+"""The NIC's side of in-network aggregation: a switch all-reduce, self-clocked per slot, with
+retransmission and a deadline (docs/in_network.md, "The worker")."""
+
+from amaranth import C, Array, Cat, Module, Mux, Signal
+from amaranth.lib import data, fifo, wiring
+from amaranth.lib.wiring import In, Out
+
+from contract.enums import DATA_OPCODES, Codec, Dtype, FrameFlag, FrameOpcode
+from contract.in_network import MAX_JOB_WORKERS, MAX_NIC_WINDOW, SWITCH_RANK
+from contract.limits import MAX_COUNT
+from contract.protocol import FRAME_HEADER_BYTES, MAX_P, VERSION
+from hdl.codec.compressor import Compressor
+from hdl.codec.decompressor import Decompressor
+from hdl.codec.wire_size import payload_bytes
+from hdl.engine.collective_engine import EngineStatus, engine_members
+from hdl.stream.axis import check_width
+
+J_BITS = (MAX_COUNT // 16).bit_length()         # packet indices of one collective
+COUNT_BITS = MAX_COUNT.bit_length()
+
+SwitchConfig = data.StructLayout({
+    "src": 64, "dst": 64,
+    "count": COUNT_BITS,                # elements L
+    "packet": range(MAX_P + 1),         # P
+    "codec": Codec, "dtype": Dtype,
+    "job": 16, "worker": range(MAX_JOB_WORKERS), "collective": 16,
+    "window_log2": 3,
+    "switch_mac": 48, "switch_ip": 32,
+    "timeout": 32, "backoff_max": 3, "deadline": 32,
+})
+
+#: a contribution to send: packet j (of this collective) in slot ``slot``, a resend or not
+_Send = data.StructLayout({"j": J_BITS, "slot": range(MAX_NIC_WINDOW), "retx": 1})
+
+
+class SwitchClient(wiring.Component):
+    """Runs one switch all-reduce of ``cfg.count`` elements from ``start`` until ``busy`` falls.
+
+    * Packet j holds elements [jP, min(jP + P, L)) of ``cfg.src`` and has the packet number g = ``psn`` + j;
+      it goes to slot g mod S, set (g div S) mod 2 (S = 2**``cfg.window_log2``). Packets 0 .. S − 1 go out
+      at once; the result of packet j (an ``aggregated`` frame on ``rx_meta``/``rx_payload`` that answers
+      the packet in flight in its slot) is decoded and written to ``cfg.dst``, and packet j + S goes out in
+      its slot. Anything else received is dropped and counted (``dup_results``).
+    * Each contribution is read by DMA, encoded (:class:`Compressor`) and sent through the TxBuilder
+      (``tx_meta``, ``tx_payload``) to the switch. When its last beat leaves, its slot's timer starts:
+      ``cfg.timeout << min(resends, cfg.backoff_max)`` cycles later, with no result, it is sent again
+      (flagged ``retransmit``).
+    * With no new result for ``cfg.deadline`` cycles the collective stops: ``status.timeout``.
+    * ``psn`` (AGG_PSN) starts at 0 after reset, is set by ``psn_set``, and advances by the collective's
+      packet count when it ends.
+    * ``busy`` falls once every result is written and answered (or on the deadline) and nothing is in
+      flight in the engine; the DMA ports are then free.
+    """
+
+    def __init__(self, width: int = 512, send_depth: int = 2 * MAX_NIC_WINDOW):
+        self.width = check_width(width, self)
+        self.send_depth = send_depth
+        W = width
+        super().__init__({
+            "cfg": In(SwitchConfig),
+            "start": In(1),
+            "busy": Out(1),
+            "status": Out(EngineStatus),
+            "psn": Out(32),
+            "psn_set": In(1),
+            "psn_value": In(32),
+            **engine_members(W),
+            "dup_results": Out(32),
+            "timeouts": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W = self.width
+        cfg = self.cfg
+        S = Signal(range(MAX_NIC_WINDOW + 1))
+        m.d.comb += S.eq(1 << cfg.window_log2)
+        now = Signal(32)
+        m.d.sync += now.eq(now + 1)
+
+        running = Signal()
+        stopping = Signal()                     # the deadline passed: finish what is in flight, send nothing
+        m.d.comb += self.busy.eq(running)
+        first = Signal(32)                      # psn of packet 0
+        launched = Signal(J_BITS + 1)           # packets sent a first time
+        done_elems = Signal(COUNT_BITS + 1)
+        last_progress = Signal(32)
+        writes_out = Signal(J_BITS + 1)         # DMA writes issued, not yet answered
+
+        def offset_of(j):
+            return j * cfg.packet
+
+        def count_of(off):
+            rest = cfg.count - off
+            return Mux(rest > cfg.packet, cfg.packet, rest)
+
+        def slot_of(j):
+            return ((first + j) & (S - 1))[:7]
+
+        # -- the slots: the packet in flight, its resends and timer ------------------------------------------
+        inflight = Signal(MAX_NIC_WINDOW)
+        queued = Signal(MAX_NIC_WINDOW)         # a send of the slot's packet is waiting to leave
+        jarr = Array([Signal(J_BITS, name=f"slot_j{i}") for i in range(MAX_NIC_WINDOW)])
+        due = Array([Signal(32, name=f"slot_due{i}") for i in range(MAX_NIC_WINDOW)])
+        resends = Array([Signal(3, name=f"slot_resends{i}") for i in range(MAX_NIC_WINDOW)])
+
+        m.submodules.send_q = send_q = fifo.SyncFIFOBuffered(width=_Send.size, depth=self.send_depth)
+        push = Signal(_Send)
+        m.d.comb += send_q.w_data.eq(push)
+
+        # -- start ------------------------------------------------------------------------------------------
+        with m.If(self.start):
+            m.d.sync += [running.eq(1), stopping.eq(0), first.eq(self.psn), launched.eq(0), done_elems.eq(0),
+                         last_progress.eq(now), inflight.eq(0), queued.eq(0), writes_out.eq(0),
+                         self.status.eq(0)]
+        with m.If(self.psn_set & ~running):
+            m.d.sync += self.psn.eq(self.psn_value)
+
+        # -- receive: a result for the packet in flight in its slot, or a frame to drop ----------------------
+        rx, rp = self.rx_meta, self.rx_payload
+        h = rx.payload.ainic
+        rslot = h.slot[:7]
+        rj = jarr[rslot]
+        r_off = offset_of(rj)
+        expect = (running & ~stopping & (h.opcode == FrameOpcode.aggregated) & (h.job == cfg.job)
+                  & (h.slot < S) & inflight.bit_select(rslot, 1) & (h.psn == first + rj)
+                  & (((h.flags & FrameFlag.shadow) != 0) == (((first + rj) >> cfg.window_log2) & 1))
+                  & (h.offset == r_off) & (h.count == count_of(r_off))
+                  & (h.codec == cfg.codec) & (h.dtype == cfg.dtype))
+        m.submodules.d_rx = dec = Decompressor(W)
+        m.d.comb += dec.cfg_codec.eq(cfg.codec)
+        take_result = Signal()
+        r_first = Signal(init=1)
+        r_count = Signal(16)                    # the element count of the result being written
+        with m.FSM(name="rx"):
+            with m.State("IDLE"):
+                with m.If(rx.valid):
+                    with m.If(expect):
+                        m.d.comb += [self.wr_cmd.valid.eq(1),
+                                     self.wr_cmd.payload.addr.eq(cfg.dst + Cat(C(0, 2), h.offset)),
+                                     self.wr_cmd.payload.length.eq(Cat(C(0, 2), h.count))]
+                        with m.If(self.wr_cmd.ready):
+                            m.d.comb += [rx.ready.eq(1), take_result.eq(1)]
+                            m.d.sync += r_first.eq(1)
+                            m.next = "WRITE"
+                    with m.Else():
+                        m.d.comb += rx.ready.eq(1)
+                        m.d.sync += self.dup_results.eq(self.dup_results + 1)
+                        with m.If(Cat(*[h.opcode == op for op in DATA_OPCODES]).any()):
+                            m.next = "DROP"
+            with m.State("DROP"):
+                m.d.comb += rp.tready.eq(1)
+                with m.If(rp.tvalid & rp.tlast):
+                    m.next = "IDLE"
+            with m.State("WRITE"):
+                d = dec.s_axis
+                m.d.comb += [d.tdata.eq(rp.tdata), d.tkeep.eq(rp.tkeep), d.tlast.eq(rp.tlast), d.tvalid.eq(rp.tvalid),
+                             d.tuser.eq(Mux(r_first, r_count, 0)),
+                             rp.tready.eq(d.tready)]
+                with m.If(rp.tvalid & rp.tready):
+                    m.d.sync += r_first.eq(0)
+                    with m.If(rp.tlast):
+                        m.next = "IDLE"
+        with m.If(take_result):
+            m.d.sync += r_count.eq(h.count)
+        wd, do = self.wr_data, dec.m_axis
+        m.d.comb += [wd.tdata.eq(do.tdata), wd.tkeep.eq(do.tkeep), wd.tlast.eq(do.tlast), wd.tvalid.eq(do.tvalid),
+                     do.tready.eq(wd.tready)]
+        m.d.comb += self.wr_status.ready.eq(1)
+        with m.If(self.wr_status.valid & (self.wr_status.payload > self.status.write_resp)):
+            m.d.sync += self.status.write_resp.eq(self.wr_status.payload)
+        m.d.sync += writes_out.eq(writes_out + take_result - self.wr_status.valid)
+
+        # -- what to send next: the slot's next packet after a result, the first window, or a resend --------
+        nxt = rj + S
+        nxt_off = offset_of(nxt)
+        scan = Signal(7)
+        init_j = Signal(J_BITS + 1)
+        m.d.sync += scan.eq(Mux(scan + 1 >= S, 0, scan + 1))
+        can_push = send_q.w_rdy & running & ~stopping
+        with m.If(take_result):
+            m.d.sync += [done_elems.eq(done_elems + h.count), last_progress.eq(now),
+                         self.status.host_bytes.eq(self.status.host_bytes + Cat(C(0, 2), h.count))]
+            with m.If(nxt_off < cfg.count):
+                m.d.comb += [push.j.eq(nxt), push.slot.eq(rslot), push.retx.eq(0), send_q.w_en.eq(1)]
+                m.d.sync += [jarr[rslot].eq(nxt), resends[rslot].eq(0), queued.bit_select(rslot, 1).eq(1),
+                             launched.eq(launched + 1)]
+            with m.Else():
+                m.d.sync += inflight.bit_select(rslot, 1).eq(0)
+        with m.Elif(can_push & (init_j < S) & (offset_of(init_j) < cfg.count)):
+            s0 = slot_of(init_j)
+            m.d.comb += [push.j.eq(init_j), push.slot.eq(s0), push.retx.eq(0), send_q.w_en.eq(1)]
+            m.d.sync += [jarr[s0].eq(init_j), resends[s0].eq(0), inflight.bit_select(s0, 1).eq(1),
+                         queued.bit_select(s0, 1).eq(1), init_j.eq(init_j + 1), launched.eq(launched + 1)]
+        with m.Elif(can_push & inflight.bit_select(scan, 1) & ~queued.bit_select(scan, 1)
+                    & ~(now - due[scan])[31] & (scan < S)):
+            m.d.comb += [push.j.eq(jarr[scan]), push.slot.eq(scan), push.retx.eq(1), send_q.w_en.eq(1)]
+            m.d.sync += [queued.bit_select(scan, 1).eq(1),
+                         resends[scan].eq(Mux(resends[scan] == 7, 7, resends[scan] + 1))]
+        with m.If(self.start):
+            m.d.sync += init_j.eq(0)
+
+        # -- send: DMA read, encode, build ------------------------------------------------------------------
+        m.submodules.hdr_q = hdr_q = fifo.SyncFIFOBuffered(width=_Send.size, depth=8)
+        head = data.View(_Send, send_q.r_data)
+        still = inflight.bit_select(head.slot, 1) & (jarr[head.slot] == head.j) & ~stopping
+        h_off = offset_of(head.j)
+        with m.If(send_q.r_rdy):
+            with m.If(~still):
+                m.d.comb += send_q.r_en.eq(1)                   # its result came meanwhile: nothing to send
+            with m.Elif(hdr_q.w_rdy):
+                m.d.comb += [self.rd_cmd.valid.eq(1), self.rd_cmd.payload.addr.eq(cfg.src + Cat(C(0, 2), h_off)),
+                             self.rd_cmd.payload.length.eq(Cat(C(0, 2), count_of(h_off)))]
+                with m.If(self.rd_cmd.ready):
+                    m.d.comb += [send_q.r_en.eq(1), hdr_q.w_en.eq(1), hdr_q.w_data.eq(head)]
+        m.submodules.comp = comp = Compressor(W)
+        rd = self.rd_data
+        m.d.comb += [comp.cfg_codec.eq(cfg.codec), comp.s_axis.tdata.eq(rd.tdata), comp.s_axis.tkeep.eq(rd.tkeep),
+                     comp.s_axis.tlast.eq(rd.tlast), comp.s_axis.tvalid.eq(rd.tvalid), rd.tready.eq(comp.s_axis.tready)]
+        with m.If(rd.tvalid & rd.tready & (rd.tuser > self.status.read_resp)):
+            m.d.sync += self.status.read_resp.eq(rd.tuser)
+        wiring.connect(m, comp.m_axis, wiring.flipped(self.tx_payload))
+
+        out = data.View(_Send, hdr_q.r_data)
+        t_off = offset_of(out.j)
+        t_psn = first + out.j
+        meta = self.tx_meta.payload
+        a = meta.ainic
+        m.d.comb += [
+            a.version.eq(VERSION), a.opcode.eq(FrameOpcode.aggregate), a.codec.eq(cfg.codec), a.dtype.eq(cfg.dtype),
+            a.flags.eq(Mux((t_psn >> cfg.window_log2)[0], FrameFlag.shadow, 0) | Mux(out.retx, FrameFlag.retransmit, 0)),
+            a.job.eq(cfg.job), a.collective.eq(cfg.collective), a.src_rank.eq(cfg.worker), a.dst_rank.eq(SWITCH_RANK),
+            a.chunk.eq(0), a.worker.eq(cfg.worker), a.slot.eq(out.slot), a.count.eq(count_of(t_off)),
+            a.offset.eq(t_off), a.psn.eq(t_psn), a.reserved.eq(0),
+            meta.dst_mac.eq(cfg.switch_mac), meta.dst_ip.eq(cfg.switch_ip),
+            self.tx_meta.valid.eq(hdr_q.r_rdy), hdr_q.r_en.eq(self.tx_meta.ready),
+        ]
+        # the frame on the wire: when its last beat leaves, its slot's timer starts
+        leaving = Signal(_Send)
+        sending = Signal()
+        with m.If(self.tx_meta.valid & self.tx_meta.ready):
+            m.d.sync += [leaving.eq(out), sending.eq(1)]
+            m.d.sync += [self.net.tx_frames.eq(self.net.tx_frames + 1),
+                         self.net.tx_bytes.eq(self.net.tx_bytes + FRAME_HEADER_BYTES
+                                              + payload_bytes(m, cfg.codec, count_of(t_off), "tx_plen")),
+                         self.net.retransmissions.eq(self.net.retransmissions + out.retx)]
+        tp = self.tx_payload
+        with m.If(tp.tvalid & tp.tready & tp.tlast):
+            m.d.sync += sending.eq(0)
+            ls = leaving.slot
+            with m.If(inflight.bit_select(ls, 1) & (jarr[ls] == leaving.j)):
+                m.d.sync += [due[ls].eq(now + (cfg.timeout << Mux(resends[ls] > cfg.backoff_max, cfg.backoff_max,
+                                                                    resends[ls]))),
+                             queued.bit_select(ls, 1).eq(0)]
+
+        # -- received-frame counters --------------------------------------------------------------------------
+        with m.If(take_result):
+            m.d.sync += [self.net.rx_frames.eq(self.net.rx_frames + 1),
+                         self.net.rx_bytes.eq(self.net.rx_bytes + FRAME_HEADER_BYTES
+                                              + payload_bytes(m, h.codec, h.count, "rx_plen2"))]
+
+        # -- the end: every result written, or the deadline; then drain ---------------------------------------
+        with m.If(running & ~stopping & ((now - last_progress) >= cfg.deadline)):
+            m.d.sync += [stopping.eq(1), self.status.timeout.eq(1), self.timeouts.eq(self.timeouts + 1)]
+        drained = (~send_q.r_rdy & (send_q.level == 0) & ~hdr_q.r_rdy & (hdr_q.level == 0) & ~sending
+                   & (writes_out == 0) & ~take_result)
+        finished = (done_elems >= cfg.count) | stopping
+        with m.If(running & ~self.start & finished & drained & ~self.wr_cmd.valid):
+            m.d.sync += [running.eq(0), self.psn.eq(first + launched)]
+        return m
