@@ -19,6 +19,10 @@ SWITCH_RANK = 0xFFFF
 MIN_SWITCH_PORTS, MAX_SWITCH_PORTS = 2, 16
 #: workers of one job (the bitmap of a slot set has one bit per worker)
 MAX_JOB_WORKERS = 16
+#: jobs one aggregation switch holds at once (its job table's entries)
+MAX_SWITCH_JOBS = 8
+#: pool slots of an aggregation switch: at most 2**POOL_BITS
+POOL_BITS = 12
 #: largest window a job may have (slots; a power of two); a NIC keeps at most MAX_NIC_WINDOW in flight
 MAX_WINDOW = 256
 MAX_NIC_WINDOW = 128

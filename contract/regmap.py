@@ -65,18 +65,95 @@ def caps_value(width: int) -> int:
             | sum(1 << d for d in Dtype) << 24)
 
 
-def _build():
-    regs = []
-    at = [0]
+class MapBuilder:
+    """Lays registers out one after another: ``reg(...)`` appends one (``align``: start at the next multiple;
+    ``reserve``: entries of room an array keeps whatever its ``count`` in this build)."""
 
-    def reg(name, access, reset=0, desc="", fields=(), count=1, align=None, bits=32):
+    def __init__(self):
+        self.regs, self.at = [], 0
+
+    def reg(self, name, access, reset=0, desc="", fields=(), count=1, align=None, bits=32, reserve=None):
         if align:
-            at[0] = -(-at[0] // align) * align
+            self.at = -(-self.at // align) * align
         if bits < 32:
             desc += f" Stores bits {bits - 1}:0; the others read 0."
-        regs.append(Register(name, at[0], access, reset, desc, tuple(fields), count, bits))
-        at[0] += 4 * count
+        self.regs.append(Register(name, self.at, access, reset, desc, tuple(fields), count, bits))
+        self.at += 4 * max(count, reserve or 0)
 
+
+class RegisterMap:
+    """A device's registers: lookups by name, the generated Markdown table and C header. ``constants``:
+    the ``ro`` registers whose value is fixed by the build (the register block answers them itself)."""
+
+    def __init__(self, title: str, prefix: str, doc: str, registers, constants=("ID", "VERSION", "CAPS"),
+                 source: str = "contract/regmap.py"):
+        self.title, self.prefix, self.doc, self.source = title, prefix, doc, source
+        self.registers = tuple(registers)
+        self.by_name = {r.name: r for r in self.registers}
+        self.span = max(r.offset + 4 * r.count for r in self.registers)
+        self.constants = tuple(constants)
+        spans = sorted((r.offset, r.offset + 4 * r.count, r.name) for r in self.registers)
+        for (a0, a1, an), (b0, b1, bn) in zip(spans, spans[1:]):
+            if b0 < a1:
+                raise ValueError(f"registers {an} and {bn} overlap")
+
+    def of(self, access: str) -> list:
+        """The registers with this access (``ro``: the constants left out)."""
+        return [r for r in self.registers if r.access == access and r.name not in self.constants]
+
+    def offset(self, name: str, index: int = 0) -> int:
+        """Byte offset of register ``name`` (element ``index`` of an array)."""
+        try:
+            r = self.by_name[name]
+        except KeyError:
+            raise KeyError(f"no register {name!r}") from None
+        if not 0 <= index < r.count:
+            raise IndexError(f"{name} has {r.count} entr{'y' if r.count == 1 else 'ies'}, index {index} is out of range")
+        return r.offset + 4 * index
+
+    def field_masks(self, name: str) -> dict:
+        """{field: mask} of a register's one-bit-or-wider fields (``1 << lsb`` for flags)."""
+        return {f.name: ((1 << f.width) - 1) << f.lsb for f in self.by_name[name].fields}
+
+    def render_markdown(self, preamble: str = "") -> str:
+        lines = [f"# {self.title}", "",
+                 f"*Generated from `{self.source}` by `scripts/gen_regs.py`; do not edit by hand.*", "",
+                 self.doc, ""]
+        if preamble:
+            lines += [preamble, ""]
+        lines += ["| offset | name | access | reset | description |", "|--------|------|--------|-------|-------------|"]
+        for r in self.registers:
+            name = r.name if r.count == 1 else f"{r.name}[0..{r.count - 1}]"
+            lines.append(f"| `{r.offset:#06x}` | `{name}` | {r.access} | `{r.reset:#x}` | {r.desc} |")
+            for f in r.fields:
+                bits = f"{f.lsb + f.width - 1}:{f.lsb}" if f.width > 1 else f"{f.lsb}"
+                lines.append(f"| | `.{f.name}` | | bits {bits} | {f.desc} |")
+        return "\n".join(lines) + "\n"
+
+    def render_c_header(self, extra: str = "") -> str:
+        """The C header; ``extra`` (more #defines) goes before the closing guard."""
+        P, guard = self.prefix, f"{self.prefix}_REGS_H"
+        out = [f"/* {P.lower()} register map. Generated from {self.source} by scripts/gen_regs.py; do not edit. */",
+               f"#ifndef {guard}", f"#define {guard}", "",
+               f"#define {P}_REG_SPAN 0x{self.span:x}u", ""]
+        for r in self.registers:
+            out.append(f"/* {r.desc} ({r.access}) */")
+            out.append(f"#define {P}_{r.name} 0x{r.offset:04x}u")
+            if r.count > 1:
+                out.append(f"#define {P}_{r.name}_COUNT {r.count}u")
+                out.append(f"#define {P}_{r.name}_AT(i) ({P}_{r.name} + 4u * (i))")
+            if r.reset:
+                out.append(f"#define {P}_{r.name}_RESET 0x{r.reset:x}u")
+            for f in r.fields:
+                out.append(f"#define {P}_{r.name}_{f.name.upper()}_SHIFT {f.lsb}u")
+                out.append(f"#define {P}_{r.name}_{f.name.upper()}_MASK 0x{((1 << f.width) - 1) << f.lsb:x}u")
+        out += ["", extra, f"#endif /* {guard} */", ""]
+        return "\n".join(out)
+
+
+def _build():
+    mb = MapBuilder()
+    reg = mb.reg
     reg("ID", "ro", ID_VALUE, 'Identifies an ainic NIC: "AINC".')
     reg("VERSION", "ro", VERSION_VALUE, "Register map version: major 31:16, minor 15:8, patch 7:0.")
     reg("CAPS", "ro", 0, "What this build supports; the value depends on the build (reset column: 0 stands for "
@@ -162,72 +239,20 @@ def _build():
         "with status timeout.")
     reg("AGG_DUP_RESULTS", "ro", 0, "Results dropped: a copy of one already taken, or for no packet in flight.")
     reg("AGG_TIMEOUTS", "ro", 0, "Switch all-reduces that ended with status timeout.")
-    return regs
+    return mb.regs
 
 
-REGISTERS = _build()
-BY_NAME = {r.name: r for r in REGISTERS}
-SPAN = max(r.offset + 4 * r.count for r in REGISTERS)
-
-
-def offset(name: str, index: int = 0) -> int:
-    """Byte offset of register ``name`` (element ``index`` of an array)."""
-    try:
-        r = BY_NAME[name]
-    except KeyError:
-        raise KeyError(f"no register {name!r}") from None
-    if not 0 <= index < r.count:
-        raise IndexError(f"{name} has {r.count} entr{'y' if r.count == 1 else 'ies'}, index {index} is out of range")
-    return r.offset + 4 * index
-
-
-def field_masks(name: str) -> dict:
-    """{field: mask} of a register's one-bit-or-wider fields (``1 << lsb`` for flags)."""
-    return {f.name: ((1 << f.width) - 1) << f.lsb for f in BY_NAME[name].fields}
-
-
-def _check_overlaps():
-    spans = sorted((r.offset, r.offset + 4 * r.count, r.name) for r in REGISTERS)
-    for (a0, a1, an), (b0, b1, bn) in zip(spans, spans[1:]):
-        if b0 < a1:
-            raise ValueError(f"registers {an} and {bn} overlap")
-
-
-_check_overlaps()
+NIC = RegisterMap("Registers", "AINIC", __doc__.strip().split("\n\n", 1)[1].replace("\n", " ").replace("``", "`"),
+                  _build())
+REGISTERS, BY_NAME, SPAN = NIC.registers, NIC.by_name, NIC.span
+offset, field_masks = NIC.offset, NIC.field_masks
 
 
 def render_markdown() -> str:
-    lines = ["# Registers", "",
-             "*Generated from `contract/regmap.py` by `scripts/gen_regs.py`; do not edit by hand.*", "",
-             __doc__.strip().split("\n\n", 1)[1].replace("\n", " ").replace("``", "`"), "",
-             "In RTL the map is `RegisterBlock` (`hdl/host/register_block.py`): `rw` registers drive its `cfg` outputs, `ro` "
-             "registers read its `stat` inputs, `w1c` bits are set through `set`, `wo` writes pulse `strobe`; "
-             "addresses outside the map answer SLVERR. C code includes `build/ainic_regs.h` (`make verilog`).", "",
-             "| offset | name | access | reset | description |", "|--------|------|--------|-------|-------------|"]
-    for r in REGISTERS:
-        name = r.name if r.count == 1 else f"{r.name}[0..{r.count - 1}]"
-        lines.append(f"| `{r.offset:#06x}` | `{name}` | {r.access} | `{r.reset:#x}` | {r.desc} |")
-        for f in r.fields:
-            bits = f"{f.lsb + f.width - 1}:{f.lsb}" if f.width > 1 else f"{f.lsb}"
-            lines.append(f"| | `.{f.name}` | | bits {bits} | {f.desc} |")
-    return "\n".join(lines) + "\n"
+    return NIC.render_markdown(
+        "In RTL the map is `RegisterBlock` (`hdl/host/register_block.py`): `rw` registers drive its `cfg` outputs, "
+        "`ro` registers read its `stat` inputs, `w1c` bits are set through `set`, `wo` writes pulse `strobe`; "
+        "addresses outside the map answer SLVERR. C code includes `build/ainic_regs.h` (`make verilog`).")
 
 
-def render_c_header(extra: str = "") -> str:
-    """The C header; ``extra`` (more #defines) goes before the closing guard."""
-    out = ["/* ainic register map. Generated from contract/regmap.py by scripts/gen_regs.py; do not edit. */",
-           "#ifndef AINIC_REGS_H", "#define AINIC_REGS_H", "",
-           f"#define AINIC_REG_SPAN 0x{SPAN:x}u", ""]
-    for r in REGISTERS:
-        out.append(f"/* {r.desc} ({r.access}) */")
-        out.append(f"#define AINIC_{r.name} 0x{r.offset:04x}u")
-        if r.count > 1:
-            out.append(f"#define AINIC_{r.name}_COUNT {r.count}u")
-            out.append(f"#define AINIC_{r.name}_AT(i) (AINIC_{r.name} + 4u * (i))")
-        if r.reset:
-            out.append(f"#define AINIC_{r.name}_RESET 0x{r.reset:x}u")
-        for f in r.fields:
-            out.append(f"#define AINIC_{r.name}_{f.name.upper()}_SHIFT {f.lsb}u")
-            out.append(f"#define AINIC_{r.name}_{f.name.upper()}_MASK 0x{((1 << f.width) - 1) << f.lsb:x}u")
-    out += ["", extra, "#endif /* AINIC_REGS_H */", ""]
-    return "\n".join(out)
+render_c_header = NIC.render_c_header

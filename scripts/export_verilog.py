@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from hdl.flow.export import verilog_dir
-from hdl.flow.integration import export_nic_top
+from hdl.flow.integration import SWITCH_DEFAULT, export_nic_top, export_switch_top
 from hdl.flow.tops import EXPORT_WIDTHS, TOPS, export
 
 
@@ -15,6 +15,12 @@ def main(argv=None) -> int:
     ap.add_argument("--top", action="append", choices=sorted(TOPS), help="only this top (repeatable)")
     ap.add_argument("--width", action="append", type=int, choices=EXPORT_WIDTHS, help="only this width")
     ap.add_argument("--out", type=Path, default=None, help="output folder (default: build/verilog)")
+    ap.add_argument("--switch-ports", type=int, default=SWITCH_DEFAULT["ports"],
+                    help="ainic_switch.v: switch ports (2 .. 16; default %(default)s)")
+    ap.add_argument("--switch-pool", type=int, default=SWITCH_DEFAULT["pool_slots"],
+                    help="ainic_switch.v: pool slots, a power of two (default %(default)s)")
+    ap.add_argument("--switch-max-packet", type=int, default=SWITCH_DEFAULT["max_packet"],
+                    help="ainic_switch.v: the most elements a slot holds (default %(default)s)")
     args = ap.parse_args(argv)
     out = args.out or verilog_dir()
     for top in args.top or TOPS:
@@ -23,6 +29,9 @@ def main(argv=None) -> int:
     if not args.top and not args.width:
         # the integration top: ainic_nic.v (every width behind a DATA_WIDTH parameter) + its manifest
         for path in export_nic_top(out):
+            print(path)
+        # the aggregation switch: ainic_switch.v (every width behind DATA_WIDTH, one port count) + manifest
+        for path in export_switch_top(out, args.switch_ports, args.switch_pool, args.switch_max_packet):
             print(path)
     return 0
 

@@ -101,7 +101,7 @@ PLANS = {
         job("n2_after_dead", 2, 256),
         job("n4_ring_through_switch", 4, 999, "bfp8", algorithm="ring"),
     ],
-    ("icarus", 2): [job("n2_none", 2, 333), job("n2_bfp4_faults", 2, 333, "bfp4", faults=FAULTS, seed=3)],
+    ("icarus", 2): [job("n2_none", 2, 333), job("n2_bfp4_faults", 2, 1000, "bfp4", faults=FAULTS, seed=3)],
 }
 COST = {("verilator", 4): 240, ("icarus", 2): 120}
 

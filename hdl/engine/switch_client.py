@@ -1,8 +1,9 @@
 """The NIC's side of in-network aggregation: a switch all-reduce, self-clocked per slot, with
 retransmission and a deadline (docs/in_network.md, "The worker")."""
 
-from amaranth import C, Array, Cat, Module, Mux, Signal
+from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from contract.enums import DATA_OPCODES, Codec, Dtype, FrameFlag, FrameOpcode
@@ -31,6 +32,9 @@ SwitchConfig = data.StructLayout({
 
 #: a contribution to send: packet j (of this collective) in slot ``slot``, a resend or not
 _Send = data.StructLayout({"j": J_BITS, "slot": range(MAX_NIC_WINDOW), "retx": 1})
+
+#: what a slot remembers (in memory): the packet in flight in it and how often it was sent again
+_SlotRecord = data.StructLayout({"j": J_BITS, "resends": 3})
 
 
 class SwitchClient(wiring.Component):
@@ -97,12 +101,21 @@ class SwitchClient(wiring.Component):
         def slot_of(j):
             return ((first + j) & (S - 1))[:7]
 
+        def set_of(j):
+            """The set (shadow copy) of packet j: bit log2(S) of its psn."""
+            return ((first + j) >> cfg.window_log2)[0]
+
         # -- the slots: the packet in flight, its resends and timer ------------------------------------------
+        # Flags in registers; the packet, its resends and its timer in memory (one write port each; reads
+        # are a cycle early: the scan's next slot, the next record's slot, the frame leaving next).
         inflight = Signal(MAX_NIC_WINDOW)
         queued = Signal(MAX_NIC_WINDOW)         # a send of the slot's packet is waiting to leave
-        jarr = Array([Signal(J_BITS, name=f"slot_j{i}") for i in range(MAX_NIC_WINDOW)])
-        due = Array([Signal(32, name=f"slot_due{i}") for i in range(MAX_NIC_WINDOW)])
-        resends = Array([Signal(3, name=f"slot_resends{i}") for i in range(MAX_NIC_WINDOW)])
+        phase = Signal(MAX_NIC_WINDOW)          # the set of the slot's packet in flight
+        m.submodules.slot_mem = slot_mem = Memory(shape=_SlotRecord, depth=MAX_NIC_WINDOW, init=[])
+        m.submodules.due_mem = due_mem = Memory(shape=32, depth=MAX_NIC_WINDOW, init=[])
+        rec_w, due_w = slot_mem.write_port(), due_mem.write_port()
+        rec_rx, rec_scan, rec_leave = (slot_mem.read_port(transparent_for=(rec_w,)) for _ in range(3))
+        due_scan = due_mem.read_port(transparent_for=(due_w,))
 
         m.submodules.send_q = send_q = fifo.SyncFIFOBuffered(width=_Send.size, depth=self.send_depth)
         push = Signal(_Send)
@@ -120,11 +133,16 @@ class SwitchClient(wiring.Component):
         rx, rp = self.rx_meta, self.rx_payload
         h = rx.payload.ainic
         rslot = h.slot[:7]
-        rj = jarr[rslot]
+        # the slot's record is read the cycle the record is first offered and is valid from the next one on
+        # (a record waits unchanged while it is not taken)
+        looked = Signal()
+        m.d.sync += looked.eq(rx.valid & ~rx.ready)
+        m.d.comb += rec_rx.addr.eq(rslot)
+        rj = rec_rx.data.j
         r_off = offset_of(rj)
         expect = (running & ~stopping & (h.opcode == FrameOpcode.aggregated) & (h.job == cfg.job)
                   & (h.slot < S) & inflight.bit_select(rslot, 1) & (h.psn == first + rj)
-                  & (((h.flags & FrameFlag.shadow) != 0) == (((first + rj) >> cfg.window_log2) & 1))
+                  & (((h.flags & FrameFlag.shadow) != 0) == set_of(rj))
                   & (h.offset == r_off) & (h.count == count_of(r_off))
                   & (h.codec == cfg.codec) & (h.dtype == cfg.dtype))
         m.submodules.d_rx = dec = Decompressor(W)
@@ -134,7 +152,7 @@ class SwitchClient(wiring.Component):
         r_count = Signal(16)                    # the element count of the result being written
         with m.FSM(name="rx"):
             with m.State("IDLE"):
-                with m.If(rx.valid):
+                with m.If(rx.valid & looked):
                     with m.If(expect):
                         m.d.comb += [self.wr_cmd.valid.eq(1),
                                      self.wr_cmd.payload.addr.eq(cfg.dst + Cat(C(0, 2), h.offset)),
@@ -175,35 +193,48 @@ class SwitchClient(wiring.Component):
         nxt = rj + S
         nxt_off = offset_of(nxt)
         scan = Signal(7)
+        scan_next = Signal(7)
         init_j = Signal(J_BITS + 1)
-        m.d.sync += scan.eq(Mux(scan + 1 >= S, 0, scan + 1))
+        m.d.comb += [scan_next.eq(Mux(scan + 1 >= S, 0, scan + 1)), rec_scan.addr.eq(scan_next),
+                     due_scan.addr.eq(scan_next)]
+        m.d.sync += scan.eq(scan_next)
         can_push = send_q.w_rdy & running & ~stopping
         with m.If(take_result):
             m.d.sync += [done_elems.eq(done_elems + h.count), last_progress.eq(now),
                          self.status.host_bytes.eq(self.status.host_bytes + Cat(C(0, 2), h.count))]
             with m.If(nxt_off < cfg.count):
                 m.d.comb += [push.j.eq(nxt), push.slot.eq(rslot), push.retx.eq(0), send_q.w_en.eq(1)]
-                m.d.sync += [jarr[rslot].eq(nxt), resends[rslot].eq(0), queued.bit_select(rslot, 1).eq(1),
+                m.d.comb += [rec_w.en.eq(1), rec_w.addr.eq(rslot), rec_w.data.j.eq(nxt), rec_w.data.resends.eq(0)]
+                m.d.sync += [phase.bit_select(rslot, 1).eq(~phase.bit_select(rslot, 1)),
+                             queued.bit_select(rslot, 1).eq(1),
                              launched.eq(launched + 1)]
             with m.Else():
                 m.d.sync += inflight.bit_select(rslot, 1).eq(0)
         with m.Elif(can_push & (init_j < S) & (offset_of(init_j) < cfg.count)):
             s0 = slot_of(init_j)
             m.d.comb += [push.j.eq(init_j), push.slot.eq(s0), push.retx.eq(0), send_q.w_en.eq(1)]
-            m.d.sync += [jarr[s0].eq(init_j), resends[s0].eq(0), inflight.bit_select(s0, 1).eq(1),
+            m.d.comb += [rec_w.en.eq(1), rec_w.addr.eq(s0), rec_w.data.j.eq(init_j), rec_w.data.resends.eq(0)]
+            m.d.sync += [phase.bit_select(s0, 1).eq(set_of(init_j)), inflight.bit_select(s0, 1).eq(1),
                          queued.bit_select(s0, 1).eq(1), init_j.eq(init_j + 1), launched.eq(launched + 1)]
         with m.Elif(can_push & inflight.bit_select(scan, 1) & ~queued.bit_select(scan, 1)
-                    & ~(now - due[scan])[31] & (scan < S)):
-            m.d.comb += [push.j.eq(jarr[scan]), push.slot.eq(scan), push.retx.eq(1), send_q.w_en.eq(1)]
-            m.d.sync += [queued.bit_select(scan, 1).eq(1),
-                         resends[scan].eq(Mux(resends[scan] == 7, 7, resends[scan] + 1))]
+                    & ~(now - due_scan.data)[31] & (scan < S)):
+            r = rec_scan.data
+            m.d.comb += [push.j.eq(r.j), push.slot.eq(scan), push.retx.eq(1), send_q.w_en.eq(1),
+                         rec_w.en.eq(1), rec_w.addr.eq(scan), rec_w.data.j.eq(r.j),
+                         rec_w.data.resends.eq(Mux(r.resends == 7, 7, r.resends + 1))]
+            m.d.sync += queued.bit_select(scan, 1).eq(1)
         with m.If(self.start):
             m.d.sync += init_j.eq(0)
 
         # -- send: DMA read, encode, build ------------------------------------------------------------------
         m.submodules.hdr_q = hdr_q = fifo.SyncFIFOBuffered(width=_Send.size, depth=8)
         head = data.View(_Send, send_q.r_data)
-        still = inflight.bit_select(head.slot, 1) & (jarr[head.slot] == head.j) & ~stopping
+        # a send is still due if its packet is the one in flight in its slot; a slot's entries in the queue
+        # are its packet in flight or the one before (the next one is queued after them), so the set decides
+        def current(send):
+            return inflight.bit_select(send.slot, 1) & (phase.bit_select(send.slot, 1) == set_of(send.j))
+
+        still = current(head) & ~stopping
         h_off = offset_of(head.j)
         with m.If(send_q.r_rdy):
             with m.If(~still):
@@ -238,6 +269,7 @@ class SwitchClient(wiring.Component):
         # the frame on the wire: when its last beat leaves, its slot's timer starts
         leaving = Signal(_Send)
         sending = Signal()
+        m.d.comb += rec_leave.addr.eq(Mux(self.tx_meta.valid & self.tx_meta.ready, out.slot, leaving.slot))
         with m.If(self.tx_meta.valid & self.tx_meta.ready):
             m.d.sync += [leaving.eq(out), sending.eq(1)]
             m.d.sync += [self.net.tx_frames.eq(self.net.tx_frames + 1),
@@ -248,10 +280,11 @@ class SwitchClient(wiring.Component):
         with m.If(tp.tvalid & tp.tready & tp.tlast):
             m.d.sync += sending.eq(0)
             ls = leaving.slot
-            with m.If(inflight.bit_select(ls, 1) & (jarr[ls] == leaving.j)):
-                m.d.sync += [due[ls].eq(now + (cfg.timeout << Mux(resends[ls] > cfg.backoff_max, cfg.backoff_max,
-                                                                    resends[ls]))),
-                             queued.bit_select(ls, 1).eq(0)]
+            with m.If(current(leaving)):
+                n = rec_leave.data.resends
+                m.d.comb += [due_w.en.eq(1), due_w.addr.eq(ls),
+                             due_w.data.eq(now + (cfg.timeout << Mux(n > cfg.backoff_max, cfg.backoff_max, n)))]
+                m.d.sync += queued.bit_select(ls, 1).eq(0)
 
         # -- received-frame counters --------------------------------------------------------------------------
         with m.If(take_result):

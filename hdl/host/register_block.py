@@ -13,48 +13,53 @@ def _layout(regs):
     return data.StructLayout({r.name.lower(): 32 if r.count == 1 else data.ArrayLayout(32, r.count) for r in regs})
 
 
-CONSTANT = ("ID", "VERSION", "CAPS")
-RW = [r for r in rm.REGISTERS if r.access == "rw"]
-RO = [r for r in rm.REGISTERS if r.access == "ro" and r.name not in CONSTANT]
-W1C = [r for r in rm.REGISTERS if r.access == "w1c"]
-WO = [r for r in rm.REGISTERS if r.access == "wo"]
+#: the NIC's registers by access (``ro``: the constants left out)
+RW, RO, W1C, WO = (rm.NIC.of(access) for access in ("rw", "ro", "w1c", "wo"))
 
 
 class RegisterBlock(wiring.Component):
-    """The NIC's registers on ``s_axil`` (AXI4-Lite, 32-bit data).
+    """A register map's registers on ``s_axil`` (AXI4-Lite, 32-bit data): the NIC's (``contract.regmap.NIC``)
+    unless ``regmap`` names another, whose constant registers read ``constants`` (name: value).
 
     * ``cfg``: every ``rw`` register (reset values from the map); ``stat``: every ``ro`` status input;
       ``set``: per ``w1c`` register, bits to set (the host clears them by writing ones); ``strobe`` /
       ``strobe_data``: a one-cycle pulse and the written value per ``wo`` register (doorbells).
-    * ``irq`` = ``(IRQ_STATUS & IRQ_ENABLE) != 0``. ``CONTROL.reset_stats`` clears itself after a cycle.
+    * ``irq`` = ``(IRQ_STATUS & IRQ_ENABLE) != 0`` and ``CONTROL.reset_stats`` clears itself after a
+      cycle, in a map that has them.
     * Writes honour ``wstrb``. An address outside the map answers SLVERR (writes are ignored, reads give 0).
     * One read and one write in flight; a write takes the cycle after AW and W are both valid.
     """
 
-    def __init__(self, width: int = 512):
+    def __init__(self, width: int = 512, regmap: rm.RegisterMap = None, constants: dict = None):
         self.width = check_width(width, self)
-        self.addr_width = (rm.SPAN - 1).bit_length()
+        self.map = regmap or rm.NIC
+        if constants is None:
+            if regmap is not None:
+                raise ValueError("a register map other than the NIC's needs its constants")
+            constants = {"ID": rm.ID_VALUE, "VERSION": rm.VERSION_VALUE, "CAPS": rm.caps_value(width)}
+        if set(constants) != set(self.map.constants):
+            raise ValueError(f"constants must give {sorted(self.map.constants)}, got {sorted(constants)}")
+        self.constants = dict(constants)
+        self.addr_width = (self.map.span - 1).bit_length()
+        self.rw, self.ro, self.w1c, self.wo = (self.map.of(a) for a in ("rw", "ro", "w1c", "wo"))
         super().__init__({
             "s_axil": In(AxiLiteSignature(self.addr_width)),
-            "cfg": Out(_layout(RW)),
-            "stat": In(_layout(RO)),
-            "set": In(_layout(W1C)),
-            "strobe": Out(len(WO)),
-            "strobe_data": Out(data.ArrayLayout(32, len(WO))),
+            "cfg": Out(_layout(self.rw)),
+            "stat": In(_layout(self.ro)),
+            "set": In(_layout(self.w1c)),
+            "strobe": Out(len(self.wo)),
+            "strobe_data": Out(data.ArrayLayout(32, len(self.wo))),
             "irq": Out(1),
         })
-
-    def caps(self) -> int:
-        return rm.caps_value(self.width)
 
     def elaborate(self, platform):
         m = Module()
         bus = self.s_axil
-        w1c = {r.name: Signal(32, name=f"w1c_{r.name.lower()}") for r in W1C}
+        w1c = {r.name: Signal(32, name=f"w1c_{r.name.lower()}") for r in self.w1c}
 
         # storage for rw registers, with their reset values
         regs = {}
-        for r in RW:
+        for r in self.rw:
             for i in range(r.count):
                 s = Signal(r.bits, init=r.reset, name=f"r_{r.name.lower()}_{i}")
                 regs[(r.name, i)] = s
@@ -76,7 +81,7 @@ class RegisterBlock(wiring.Component):
         waddr = bus.awaddr & ~3
         m.d.sync += self.strobe.eq(0)
         hit = Signal()
-        for r in rm.REGISTERS:
+        for r in self.map.registers:
             for i in range(r.count):
                 addr = r.offset + 4 * i
                 with m.If(w_go & (waddr == addr)):
@@ -87,17 +92,19 @@ class RegisterBlock(wiring.Component):
                     elif r.access == "w1c":
                         pass                                    # handled with the set inputs below
                     elif r.access == "wo":
-                        k = WO.index(r)
+                        k = self.wo.index(r)
                         m.d.sync += [self.strobe[k].eq(1), self.strobe_data[k].eq(bus.wdata)]
         with m.If(w_go):
             m.d.sync += [b_valid.eq(1), b_resp.eq(Mux(hit, RESP_OKAY, RESP_SLVERR))]
-        for r in W1C:
+        for r in self.w1c:
             clear = Mux(w_go & (waddr == r.offset), bus.wdata & mask, 0)
             m.d.sync += w1c[r.name].eq((w1c[r.name] & ~clear) | getattr(self.set, r.name.lower()))
-        ctrl = regs[("CONTROL", 0)]
-        reset_bit = {f.name: f for f in rm.BY_NAME["CONTROL"].fields}["reset_stats"].lsb
-        with m.If(ctrl[reset_bit] & ~(w_go & (waddr == rm.offset("CONTROL")))):
-            m.d.sync += ctrl[reset_bit].eq(0)
+        reset_stats = self.map.field_masks("CONTROL").get("reset_stats") if "CONTROL" in self.map.by_name else None
+        if reset_stats:
+            ctrl = regs[("CONTROL", 0)]
+            bit = reset_stats.bit_length() - 1
+            with m.If(ctrl[bit] & ~(w_go & (waddr == self.map.offset("CONTROL")))):
+                m.d.sync += ctrl[bit].eq(0)
 
         # -- reads ---------------------------------------------------------------------------------------
         r_valid = Signal()
@@ -110,11 +117,11 @@ class RegisterBlock(wiring.Component):
         raddr = bus.araddr & ~3
         with m.If(r_go):
             m.d.sync += [r_valid.eq(1), r_data.eq(0), r_resp.eq(RESP_SLVERR)]
-            for r in rm.REGISTERS:
+            for r in self.map.registers:
                 for i in range(r.count):
                     with m.If(raddr == r.offset + 4 * i):
-                        if r.name in CONSTANT:
-                            value = C(self.caps() if r.name == "CAPS" else r.reset, 32)
+                        if r.name in self.constants:
+                            value = C(self.constants[r.name], 32)
                         elif r.access == "rw":
                             value = regs[(r.name, i)]
                         elif r.access == "ro":
@@ -126,5 +133,6 @@ class RegisterBlock(wiring.Component):
                             value = C(0, 32)
                         m.d.sync += [r_data.eq(value), r_resp.eq(RESP_OKAY)]
 
-        m.d.comb += self.irq.eq((w1c["IRQ_STATUS"] & regs[("IRQ_ENABLE", 0)]) != 0)
+        if "IRQ_STATUS" in w1c and ("IRQ_ENABLE", 0) in regs:
+            m.d.comb += self.irq.eq((w1c["IRQ_STATUS"] & regs[("IRQ_ENABLE", 0)]) != 0)
         return m

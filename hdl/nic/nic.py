@@ -2,7 +2,7 @@
 packet path."""
 
 from amaranth import Cat, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from contract import credits as cr
@@ -175,27 +175,27 @@ class Nic(wiring.Component):
             m.d.comb += getattr(st, f"rx_drop_{reason.name}").eq(rx.stat_drops[reason])
         return m
 
-    @staticmethod
-    def _route_received(m, rx, eng, cl):
-        """Accepted frames: ``aggregated`` ones to the switch client, the rest to the collective engine; a
-        frame's payload (data opcodes only) follows its record to the same place."""
+    def _route_received(self, m, rx, eng, cl):
+        """Accepted frames: ``aggregated`` ones to the switch client, the rest to the collective engine. Records
+        pass on at once (the engine queues data records and takes acks at once, so an ack is never stuck
+        behind data); a FIFO of destinations, one entry per record with a payload, sends each payload after
+        its record (room for every record the credits allow, and one for the switch client)."""
         meta, pay = rx.m_meta, rx.m_axis
+        m.submodules.rx_route = route = fifo.SyncFIFOBuffered(width=1, depth=self.credits.rx_frames + 2)
         to_switch = meta.payload.ainic.opcode == FrameOpcode.aggregated
         has_payload = Cat(*[meta.payload.ainic.opcode == op for op in DATA_OPCODES]).any()
-        pay_to_switch = Signal()            # where the payload now streaming goes
-        pending = Signal()                  # a payload is owed by a record already passed on
+        room = route.w_rdy | ~has_payload
         for dst, sel in ((cl, to_switch), (eng, ~to_switch)):
-            m.d.comb += [dst.rx_meta.payload.eq(meta.payload), dst.rx_meta.valid.eq(meta.valid & sel & ~pending)]
-        m.d.comb += meta.ready.eq(~pending & Mux(to_switch, cl.rx_meta.ready, eng.rx_meta.ready))
-        with m.If(meta.valid & meta.ready & has_payload):
-            m.d.sync += [pending.eq(1), pay_to_switch.eq(to_switch)]
+            m.d.comb += [dst.rx_meta.payload.eq(meta.payload), dst.rx_meta.valid.eq(meta.valid & sel & room)]
+        m.d.comb += [meta.ready.eq(room & Mux(to_switch, cl.rx_meta.ready, eng.rx_meta.ready)),
+                     route.w_data.eq(to_switch), route.w_en.eq(meta.valid & meta.ready & has_payload)]
+        pay_to_switch = route.r_data
         for dst, sel in ((cl, pay_to_switch), (eng, ~pay_to_switch)):
             p = dst.rx_payload
             m.d.comb += [p.tdata.eq(pay.tdata), p.tkeep.eq(pay.tkeep), p.tlast.eq(pay.tlast),
-                         p.tvalid.eq(pay.tvalid & pending & sel)]
-        m.d.comb += pay.tready.eq(pending & Mux(pay_to_switch, cl.rx_payload.tready, eng.rx_payload.tready))
-        with m.If(pay.tvalid & pay.tready & pay.tlast):
-            m.d.sync += pending.eq(0)
+                         p.tvalid.eq(pay.tvalid & route.r_rdy & sel)]
+        m.d.comb += [pay.tready.eq(route.r_rdy & Mux(pay_to_switch, cl.rx_payload.tready, eng.rx_payload.tready)),
+                     route.r_en.eq(pay.tvalid & pay.tready & pay.tlast)]
 
     @staticmethod
     def _share_transmit(m, tx, eng, cl):

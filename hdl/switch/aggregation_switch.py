@@ -55,19 +55,27 @@ class AggregationSwitch(wiring.Component):
       engine: write a job's entry, then clear its slots. Reset empties all of them.
     """
 
-    def __init__(self, ports: int, width: int = 512, engines: int = None, pool_slots: int = 64,
-                 max_jobs: int = 4, max_packet: int = 256):
+    @staticmethod
+    def check(ports: int, engines: int = None, pool_slots: int = 64, max_jobs: int = 4) -> int:
+        """Raise ValueError unless the parameters make a switch; return its engine count (by default the
+        power of two at or above ``ports``)."""
         if not MIN_SWITCH_PORTS <= ports <= MAX_SWITCH_PORTS:
-            self._MustUse__silence = True
             raise ValueError(f"ports must be in {MIN_SWITCH_PORTS} .. {MAX_SWITCH_PORTS}, got {ports!r}")
         engines = engines or 1 << (ports - 1).bit_length()
         if engines & (engines - 1) or pool_slots & (pool_slots - 1) or not engines <= pool_slots <= 1 << POOL_BITS:
-            self._MustUse__silence = True
             raise ValueError(f"engines and pool_slots must be powers of two, engines <= pool_slots <= "
                              f"{1 << POOL_BITS}, got {engines}, {pool_slots}")
         if not 1 <= max_jobs <= MAX_JOBS:
-            self._MustUse__silence = True
             raise ValueError(f"max_jobs must be in 1 .. {MAX_JOBS}, got {max_jobs!r}")
+        return engines
+
+    def __init__(self, ports: int, width: int = 512, engines: int = None, pool_slots: int = 64,
+                 max_jobs: int = 4, max_packet: int = 256):
+        try:
+            engines = self.check(ports, engines, pool_slots, max_jobs)
+        except ValueError:
+            self._MustUse__silence = True
+            raise
         self.width = check_width(width, self)
         self.ports, self.engines, self.pool_slots = ports, engines, pool_slots
         self.max_jobs, self.max_packet = max_jobs, max_packet

@@ -6,11 +6,12 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from contract.enums import AggDrop, Codec, Dtype, FrameFlag, FrameOpcode
+from contract.in_network import MAX_SWITCH_JOBS
 from contract.protocol import MAX_P
 from hdl.packet.headers import AinicHeader
 from hdl.switch.job_table import POOL_BITS, PORT_BITS, WORKER_BITS, JobEntry, find_job, pick
 
-MAX_JOBS = 8
+MAX_JOBS = MAX_SWITCH_JOBS
 JOB_BITS = (MAX_JOBS - 1).bit_length()
 
 #: a contribution on its way to an aggregation engine: where it goes and what the round is

@@ -4,13 +4,12 @@ from amaranth import Cat, Mux, Signal
 from amaranth.lib import data
 
 from contract.enums import Codec, Dtype
-from contract.in_network import MAX_JOB_WORKERS, MAX_SWITCH_PORTS, MAX_WINDOW
+from contract.in_network import MAX_JOB_WORKERS, MAX_SWITCH_PORTS, MAX_WINDOW, POOL_BITS
 from contract.protocol import MAX_P
 
 PORT_BITS = (MAX_SWITCH_PORTS - 1).bit_length()            # 4
 WORKER_BITS = (MAX_JOB_WORKERS - 1).bit_length()           # 4
 WINDOW_LOG2_BITS = MAX_WINDOW.bit_length().bit_length()    # window_log2 in 0 .. 8
-POOL_BITS = 12                                             # pool slots: at most 4096
 
 #: one job (docs/in_network.md, "The switch"): worker w is behind port ``ports[w]``; its window of
 #: 2**window_log2 slots starts at pool slot ``slot_base``; packets of at most ``packet`` elements

@@ -11,7 +11,7 @@ from pathlib import Path
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, First, Lock, RisingEdge, Timer
+from cocotb.triggers import ClockCycles, FallingEdge, First, Lock, ReadOnly, RisingEdge, Timer
 
 from hdl.sim.host_bench import MEMORY_CONFIG, MEMORY_STATS
 
@@ -58,9 +58,11 @@ class HostMemory:
             self._port(k).value = v
 
     async def _pulse(self, name):
+        """``name`` high for one cycle, set and cleared at falling edges (see :class:`AxiLiteDriver`)."""
         clk = self.dut.clk
+        await FallingEdge(clk)
         self._port(name).value = 1
-        await RisingEdge(clk)
+        await FallingEdge(clk)
         self._port(name).value = 0
         await ClockCycles(clk, 2)
 
@@ -120,36 +122,51 @@ class AxiLiteDriver:
             self.p[name].value = 0
         self.lock = Lock()
 
+    # Inputs change only at the falling edge, and what the rising edge will see is read in the settled
+    # (read-only) phase before it: a simulator may run the rising edge's processes before or after a
+    # write made in the same time step (Icarus does either, depending on the design), so a valid held
+    # for one cycle from a rising edge can be lost.
+
     async def write(self, addr: int, value: int) -> int:
-        """One write; returns BRESP. Values are sampled at the rising edge, where the handshakes happen."""
+        """One write; returns BRESP."""
         p = self.p
         async with self.lock:
+            await FallingEdge(self.clk)
             p["awaddr"].value, p["awvalid"].value = addr, 1
             p["wdata"].value, p["wstrb"].value, p["wvalid"].value = value, 0xF, 1
             p["bready"].value = 1
-            aw = w = b = False
-            while not (aw and w and b):
-                await RisingEdge(self.clk)
-                if not aw and p["awready"].value:
+            aw = w = False
+            while True:
+                await ReadOnly()                # the handshakes of the coming rising edge
+                take_aw = not aw and bool(p["awready"].value)
+                take_w = not w and bool(p["wready"].value)
+                got_b = aw and w and bool(p["bvalid"].value)
+                resp = int(p["bresp"].value) if got_b else None
+                await FallingEdge(self.clk)
+                if take_aw:
                     aw, p["awvalid"].value = True, 0
-                if not w and p["wready"].value:
+                if take_w:
                     w, p["wvalid"].value = True, 0
-                if aw and w and not b and p["bvalid"].value:
-                    b, resp = True, int(p["bresp"].value)
+                if got_b:
+                    break
             p["bready"].value = 0
             return resp
 
     async def read(self, addr: int) -> int:
         p = self.p
         async with self.lock:
+            await FallingEdge(self.clk)
             p["araddr"].value, p["arvalid"].value, p["rready"].value = addr, 1, 1
             ar = False
             while True:
-                await RisingEdge(self.clk)
-                if not ar and p["arready"].value:
+                await ReadOnly()
+                take_ar = not ar and bool(p["arready"].value)
+                got_r = ar and bool(p["rvalid"].value)
+                data = int(p["rdata"].value) if got_r else None
+                await FallingEdge(self.clk)
+                if take_ar:
                     ar, p["arvalid"].value = True, 0
-                if ar and p["rvalid"].value:
-                    data = int(p["rdata"].value)
+                if got_r:
                     break
             p["rready"].value = 0
             return data

@@ -1,7 +1,12 @@
-"""Job table entries for the RTL from the model's Job (host_driver/models/in_network.py)."""
+"""Job table entries for the RTL from the model's Job (host_driver/models/in_network.py), and the model's
+contribution frames."""
 
-from contract.enums import Codec, Dtype
+import numpy as np
+
+from contract.enums import Codec, Dtype, FrameOpcode
 from hdl.switch.job_table import job_entry_value
+from host_driver.models import in_network as inn
+from host_driver.models import numerics as nm
 
 
 def entry(job, enable: bool = True) -> int:
@@ -10,3 +15,17 @@ def entry(job, enable: bool = True) -> int:
         return 0
     return job_entry_value(job.job, job.ports, job.window, job.slot_base, Dtype[job.dtype], Codec[job.codec],
                            job.packet, enable)
+
+
+def contribution(sw, job_, w, g, values, **changes):
+    """(port, frame): worker ``w`` of job ``job_`` (``changes`` may hold a ``job`` field) contributes ``values`` as packet ``g`` through switch ``sw``
+    (a SwitchModel: its addresses); ``changes`` override header fields."""
+    job = job_
+    slot, s = inn.slot_of(g, job.window)
+    bits = nm.as_bits(np.asarray(values, np.float32 if job.dtype == "fp32" else np.int32).view(np.uint32))
+    payload = bits.tobytes() if job.codec == "none" else nm.compress(bits, job.codec)
+    a = inn.Agg(FrameOpcode.aggregate, job.job, w, slot, s, g, g * job.packet, len(values), Codec[job.codec],
+                Dtype[job.dtype], payload)
+    a = inn.Agg(**{**a.__dict__, **changes})
+    port = job.ports[w]
+    return port, a.frame(sw.port_macs[port], sw.mac, sw.port_ips[port], sw.ip)

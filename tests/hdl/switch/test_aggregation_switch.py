@@ -6,12 +6,12 @@ import pytest
 from amaranth import Signal
 from amaranth.sim import Simulator
 
-from contract.enums import AggDrop, Codec, Dtype, FrameOpcode
+from contract.enums import AggDrop, FrameOpcode
 from host_driver.models import in_network as inn
 from host_driver.models import numerics as nm
 from host_driver.models import protocol as proto
 from hdl.switch.aggregation_switch import AggregationSwitch
-from tests.hdl.switch.jobs import entry
+from tests.hdl.switch.jobs import contribution, entry
 
 W, B = 64, 8
 PORTS = 3
@@ -109,18 +109,6 @@ def run(dut, sw, script, rng, backpressure=0.0, settle=400, workers=()):
         sim.add_process(bench.collector(p))
     sim.run()
     return bench, stats
-
-
-def contribution(sw, job_, w, g, values, **changes):
-    job = job_
-    slot, s = inn.slot_of(g, job.window)
-    bits = nm.as_bits(np.asarray(values, np.float32 if job.dtype == "fp32" else np.int32).view(np.uint32))
-    payload = bits.tobytes() if job.codec == "none" else nm.compress(bits, job.codec)
-    a = inn.Agg(FrameOpcode.aggregate, job.job, w, slot, s, g, g * job.packet, len(values), Codec[job.codec],
-                Dtype[job.dtype], payload)
-    a = inn.Agg(**{**a.__dict__, **changes})
-    port = job.ports[w]
-    return port, a.frame(sw.port_macs[port], sw.mac, sw.port_ips[port], sw.ip)
 
 
 def model_switch(jobs):
