@@ -145,7 +145,7 @@ def _demo(args) -> int:
                   "(cached per configuration) ...", flush=True)
             from host_driver.sim import runner
             t = time.time()
-            runner.build_top(args.sim, f"cluster_n{n}", args.width, bool(args.waves))
+            runner.build_top(args.sim, cluster.top, args.width, bool(args.waves))
             print(f"ainic demo: built in {time.time() - t:.1f} s; simulating {n} x {x[0].size:,} elements ...",
                   flush=True)
         results, stats = cluster.collective(args.op, x)
@@ -275,7 +275,8 @@ def main(argv=None) -> int:
     d.add_argument("--codec", default="bfp8", choices=names(Codec))
     d.add_argument("--dtype", default="fp32", choices=names(Dtype))
     d.add_argument("--packet", type=int, default=DEFAULT_P, help="elements per packet (P)")
-    d.add_argument("--sim", default="model", choices=["model", "verilator", "icarus"])
+    d.add_argument("--sim", default="verilator", choices=["model", "verilator", "icarus"],
+                   help="verilator (default) or icarus: the RTL cluster; model: the golden model alone")
     d.add_argument("--width", type=int, default=DEFAULT_WIDTH, choices=WIDTHS)
     d.add_argument("--link-gbps", type=float, default=80.0)
     d.add_argument("--clock-mhz", type=float, default=250.0)

@@ -221,6 +221,11 @@ class Cluster:
                 raise TypeError(f"array {i} is {a.dtype}, expected {np.dtype(want).name} for dtype {self.dtype!r}")
         return arrays
 
+    @property
+    def top(self) -> str:
+        """The simulation top an RTL backend runs: the ring's bench, or the one around the aggregation switch."""
+        return f"{'switch_' if self.algorithm == 'switch' else ''}cluster_n{self.bench_nodes}"
+
     def job_ranks(self) -> list:
         """The ranks of each job: ``jobs`` contiguous groups, as even as they go (one group for a ring)."""
         return [list(map(int, g)) for g in np.array_split(np.arange(self.nodes), self.jobs)]
@@ -431,7 +436,7 @@ class Cluster:
                "retransmit_timeout": self.retransmit_timeout, "deadline": self.deadline,
                "faults": asdict(self.faults)}
         (work / "job.json").write_text(json.dumps(job))
-        top = f"{'switch_' if self.algorithm == 'switch' else ''}cluster_n{self.bench_nodes}"
+        top = self.top
         runner.build_top(self.backend, top, self.width, self.waves)     # so that the timing below is the run
         t = time.time()
         run_dir = runner.run(self.backend, top, self.width, "host_driver.sim.cluster_job",

@@ -30,7 +30,7 @@ def test_model_results_and_traffic(rng, nodes, codec):
 
 def test_capture_fields(tmp_path):
     out = tmp_path / "ring.pcap"
-    assert main(["demo", "--nodes", "3", "--elements", "100", "--codec", "bf16", "--packet", "16",
+    assert main(["demo", "--sim", "model", "--nodes", "3", "--elements", "100", "--codec", "bf16", "--packet", "16",
                  "--pcap", str(out), "--json", str(tmp_path / "s.json"), "--save", str(tmp_path / "r.npz")]) == 0
     pkts = [Ether(f) for f in read_pcap(out)]
     hdrs = [p[Ainic] for p in pkts]
@@ -143,7 +143,7 @@ def test_switch_op_other_than_allreduce_is_refused(rng):
 
 def test_demo_switch_with_faults(tmp_path, capsys):
     out = tmp_path / "s.json"
-    assert main(["demo", "--algorithm", "switch", "--nodes", "8", "--elements", "20000", "--drop", "0.01",
+    assert main(["demo", "--sim", "model", "--algorithm", "switch", "--nodes", "8", "--elements", "20000", "--drop", "0.01",
                  "--dup", "0.01", "--corrupt", "0.01", "--json", str(out), "--pcap", str(tmp_path / "s.pcap")]) == 0
     text = capsys.readouterr().out
     assert "in-network bound" in text and "bit-exact with golden model        yes" in text
@@ -151,5 +151,5 @@ def test_demo_switch_with_faults(tmp_path, capsys):
     assert d["bit_exact"] and d["identical_on_all_ranks"] and d["algorithm"] == "switch"
     assert sum(d["retransmitted_per_rank"]) > 0
     assert len(read_pcap(tmp_path / "s.pcap")) > 2 * 8 * 79
-    assert main(["demo", "--drop", "0.01", "--nodes", "2", "--elements", "100"]) == 2
+    assert main(["demo", "--sim", "model", "--drop", "0.01", "--nodes", "2", "--elements", "100"]) == 2
     assert "faults need algorithm='switch'" in capsys.readouterr().err
