@@ -10,10 +10,12 @@ from amaranth import Shape
 from amaranth.lib import wiring
 
 from contract import regmap as rm
+from hdl.flow import export as _export
 from hdl.flow.export import verilog_dir
 from hdl.flow.synth import WAIVERS
 from hdl.flow.tops import DEFAULT_WIDTH, EXPORT_WIDTHS, export, module_name
 from hdl.nic.nic import nic_signature
+from hdl.switch.switch_top import SwitchTop
 
 #: shipped beside ainic_nic.v: the Verilator waivers (docs/integration.md)
 LINT_WAIVERS = "ainic_nic_lint.vlt"
@@ -156,7 +158,6 @@ def switch_core(ports: int, pool_slots: int, max_packet: int) -> str:
 
 
 def _switch_factory(ports, pool_slots, max_packet):
-    from hdl.switch.switch_top import SwitchTop
     return lambda width: SwitchTop(ports, width, pool_slots=pool_slots, max_packet=max_packet)
 
 
@@ -179,8 +180,6 @@ def export_switch_top(out_dir: Path = None, ports: int = SWITCH_DEFAULT["ports"]
                       max_packet: int = SWITCH_DEFAULT["max_packet"]) -> tuple:
     """Write ``ainic_switch.v`` (wrapper + one core per width) and ``ainic_switch.json`` for a switch of
     ``ports`` ports; return their paths."""
-    from hdl.flow import export as _export
-    from hdl.switch.switch_top import SwitchTop
     out_dir = Path(out_dir or verilog_dir())
     out_dir.mkdir(parents=True, exist_ok=True)
     core = switch_core(ports, pool_slots, max_packet)

@@ -56,29 +56,39 @@ class AggregationSwitch(wiring.Component):
     """
 
     @staticmethod
-    def check(ports: int, engines: int = None, pool_slots: int = 64, max_jobs: int = 4) -> int:
-        """Raise ValueError unless the parameters make a switch; return its engine count (by default the
-        power of two at or above ``ports``)."""
-        if not MIN_SWITCH_PORTS <= ports <= MAX_SWITCH_PORTS:
-            raise ValueError(f"ports must be in {MIN_SWITCH_PORTS} .. {MAX_SWITCH_PORTS}, got {ports!r}")
-        engines = engines or 1 << (ports - 1).bit_length()
-        if engines & (engines - 1) or pool_slots & (pool_slots - 1) or not engines <= pool_slots <= 1 << POOL_BITS:
-            raise ValueError(f"engines and pool_slots must be powers of two, engines <= pool_slots <= "
-                             f"{1 << POOL_BITS}, got {engines}, {pool_slots}")
-        if not 1 <= max_jobs <= MAX_JOBS:
-            raise ValueError(f"max_jobs must be in 1 .. {MAX_JOBS}, got {max_jobs!r}")
-        return engines
+    def take_parameters(component, ports: int, width: int, engines: int = None, pool_slots: int = 64,
+                        max_jobs: int = 4, max_packet: int = 256) -> None:
+        """Check a switch's parameters and set them on ``component`` (this switch, or a top around one):
+        ``width``, ``ports``, ``engines`` (by default the power of two at or above ``ports``), ``pool_slots``,
+        ``max_jobs``, ``max_packet``; ValueError (and no unused-elaboratable warning) if they make no switch."""
+        try:
+            if not MIN_SWITCH_PORTS <= ports <= MAX_SWITCH_PORTS:
+                raise ValueError(f"ports must be in {MIN_SWITCH_PORTS} .. {MAX_SWITCH_PORTS}, got {ports!r}")
+            engines = engines or 1 << (ports - 1).bit_length()
+            if engines & (engines - 1) or pool_slots & (pool_slots - 1) or not engines <= pool_slots <= 1 << POOL_BITS:
+                raise ValueError(f"engines and pool_slots must be powers of two, engines <= pool_slots <= "
+                                 f"{1 << POOL_BITS}, got {engines}, {pool_slots}")
+            if not 1 <= max_jobs <= MAX_JOBS:
+                raise ValueError(f"max_jobs must be in 1 .. {MAX_JOBS}, got {max_jobs!r}")
+        except ValueError:
+            component._MustUse__silence = True
+            raise
+        component.width = check_width(width, component)
+        component.ports, component.engines, component.pool_slots = ports, engines, pool_slots
+        component.max_jobs, component.max_packet = max_jobs, max_packet
+
+    @staticmethod
+    def port_members(ports: int, width: int) -> dict:
+        """``s_axis_<i>`` in and ``m_axis_<i>`` out per port (``tuser``: the MAC error flag)."""
+        members = {}
+        for i in range(ports):
+            members[f"s_axis_{i}"] = In(AxiStreamSignature(width, 1))
+            members[f"m_axis_{i}"] = Out(AxiStreamSignature(width, 1))
+        return members
 
     def __init__(self, ports: int, width: int = 512, engines: int = None, pool_slots: int = 64,
                  max_jobs: int = 4, max_packet: int = 256):
-        try:
-            engines = self.check(ports, engines, pool_slots, max_jobs)
-        except ValueError:
-            self._MustUse__silence = True
-            raise
-        self.width = check_width(width, self)
-        self.ports, self.engines, self.pool_slots = ports, engines, pool_slots
-        self.max_jobs, self.max_packet = max_jobs, max_packet
+        self.take_parameters(self, ports, width, engines, pool_slots, max_jobs, max_packet)
         members = {
             "cfg_mac": In(48), "cfg_ip": In(32), "cfg_udp_port": In(16, init=UDP_PORT),
             "cfg_port_mac": In(data.ArrayLayout(48, ports)), "cfg_port_ip": In(data.ArrayLayout(32, ports)),
@@ -86,10 +96,8 @@ class AggregationSwitch(wiring.Component):
             "cfg_clear": In(1), "cfg_clear_base": In(POOL_BITS), "cfg_clear_count": In(POOL_BITS + 1),
             "clearing": Out(1),
             "stats": Out(stats_layout(ports, max_jobs)),
+            **self.port_members(ports, width),
         }
-        for i in range(ports):
-            members[f"s_axis_{i}"] = In(AxiStreamSignature(width, 1))
-            members[f"m_axis_{i}"] = Out(AxiStreamSignature(width, 1))
         super().__init__(members)
 
     def elaborate(self, platform):

@@ -2,7 +2,7 @@
 
 from amaranth import Cat, Module
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In
 
 from contract.enums import AggDrop, DropReason
 from contract.regmap import VERSION_VALUE
@@ -15,7 +15,6 @@ from contract.switch_regmap import (
 )
 from hdl.host.axi import AxiLiteSignature
 from hdl.host.register_block import RegisterBlock
-from hdl.stream.axis import AxiStreamSignature, check_width
 from hdl.switch.aggregation_switch import AggregationSwitch
 
 
@@ -31,23 +30,13 @@ class SwitchTop(wiring.Component):
 
     def __init__(self, ports: int = 4, width: int = 512, engines: int = None, pool_slots: int = 64,
                  max_jobs: int = 4, max_packet: int = 256):
-        try:
-            engines = AggregationSwitch.check(ports, engines, pool_slots, max_jobs)
-        except ValueError:
-            self._MustUse__silence = True
-            raise
-        self.width = check_width(width, self)
-        self.ports, self.engines, self.pool_slots = ports, engines, pool_slots
-        self.max_jobs, self.max_packet = max_jobs, max_packet
+        AggregationSwitch.take_parameters(self, ports, width, engines, pool_slots, max_jobs, max_packet)
         self.regmap = switch_regmap(ports, max_jobs)
         self.constants = {"ID": SWITCH_ID_VALUE, "VERSION": VERSION_VALUE,
-                          "CAPS": caps_value(width, ports, max_jobs, engines),
+                          "CAPS": caps_value(width, ports, max_jobs, self.engines),
                           "POOL_SLOTS": pool_slots, "MAX_PACKET": max_packet}
-        members = {"s_axil": In(AxiLiteSignature((self.regmap.span - 1).bit_length()))}
-        for i in range(ports):
-            members[f"s_axis_{i}"] = In(AxiStreamSignature(width, 1))
-            members[f"m_axis_{i}"] = Out(AxiStreamSignature(width, 1))
-        super().__init__(members)
+        super().__init__({"s_axil": In(AxiLiteSignature((self.regmap.span - 1).bit_length())),
+                          **AggregationSwitch.port_members(ports, width)})
 
     def elaborate(self, platform):
         m = Module()

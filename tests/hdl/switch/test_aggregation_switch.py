@@ -7,13 +7,14 @@ from amaranth import Signal
 from amaranth.sim import Simulator
 
 from contract.enums import AggDrop, FrameOpcode
+from hdl.switch.aggregation_switch import AggregationSwitch
 from host_driver.models import in_network as inn
 from host_driver.models import numerics as nm
 from host_driver.models import protocol as proto
-from hdl.switch.aggregation_switch import AggregationSwitch
+from tests.hdl.streams import collect_marked, drive_marked
 from tests.hdl.switch.jobs import contribution, entry
 
-W, B = 64, 8
+W = 64
 PORTS = 3
 
 
@@ -36,32 +37,12 @@ class Bench:
         self.backpressure = backpressure
 
     async def send(self, ctx, port, frame, mac_error=False):
-        s = getattr(self.dut, f"s_axis_{port}")
-        for k in range(0, len(frame), B):
-            chunk = frame[k:k + B]
-            ctx.set(s.tdata, int.from_bytes(chunk.ljust(B, b"\0"), "little"))
-            ctx.set(s.tkeep, (1 << len(chunk)) - 1)
-            ctx.set(s.tlast, k + B >= len(frame))
-            ctx.set(s.tuser, int(mac_error and k + B >= len(frame)))
-            ctx.set(s.tvalid, 1)
-            await ctx.tick().until(s.tready)
-        ctx.set(s.tvalid, 0)
+        await drive_marked(ctx, getattr(self.dut, f"s_axis_{port}"), [frame], marked=(0,) if mac_error else ())
 
     def collector(self, port):
         async def run(ctx):
-            o = getattr(self.dut, f"m_axis_{port}")
-            buf, err = b"", 0
-            rng = np.random.default_rng(port)
-            while True:
-                ctx.set(o.tready, int(rng.random() >= self.backpressure))
-                _, _, valid, ready, data, keep, last, user = await ctx.tick().sample(
-                    o.tvalid, o.tready, o.tdata, o.tkeep, o.tlast, o.tuser)
-                if valid and ready:
-                    buf += int(data).to_bytes(B, "little")[:bin(keep).count("1")]
-                    err |= user
-                    if last:
-                        self.out[port].append((buf, bool(err)))
-                        buf, err = b"", 0
+            await collect_marked(ctx, getattr(self.dut, f"m_axis_{port}"), self.out[port],
+                                 np.random.default_rng(port), self.backpressure)
         return run
 
 
