@@ -76,38 +76,75 @@ def allreduce_bench(results, args):
 
 def switch_bench(results, args):
     """In-network aggregation of L fp32 per rank through the RTL cluster around the aggregation switch (W =
-    512, 80 Gb/s links): cycles against the in-network bound, speedup over the ring with the same codec
-    (the ring cases above), and, at the smallest N, efficiency at 0.01 %, 0.1 % and 1 % loss on every link;
-    every result checked bit for bit against the golden model. Writes results/switch_loss.png."""
+    512, 80 Gb/s links): cycles against the in-network bound; the ring all-reduce with the same codec on the
+    same fabric (the NICs' ring frames forwarded by MAC through the same switch: one build, the same
+    links), and the speedup; at the smallest N, efficiency at 0.01 %, 0.1 % and 1 % loss on every link
+    (frames dropped on the way up and on the way down). Every result checked bit for bit against the golden
+    model. Writes results/switch_loss.png."""
     import numpy as np
 
     from host_driver.models import in_network as inn
-    from host_driver.sim.cluster import Cluster
+    from host_driver.sim.cluster import MODEL_OPS, Cluster
     res = results.setdefault("switch_allreduce", {}).setdefault("verilator", {})
-    ring = results.get("allreduce", {}).get("verilator", {})
     nodes = args.nodes or [4, 8]
     codecs = args.codec or ["none", "bfp8"]
+    L = args.elements
     cases = [(n, c, 0.0) for n in nodes for c in codecs]
     cases += [(min(nodes), "none", p) for p in (1e-4, 1e-3, 1e-2)]
     for n, codec, loss in cases:
-        L = args.elements
-        print(f"bench: switch allreduce verilator N={n} {codec} L={L:,} loss={loss:g} ...", flush=True)
         rng = np.random.default_rng(n)
         x = [rng.standard_normal(L).astype(np.float32) for _ in range(n)]
-        got, st = Cluster(n, "verilator", args.width, codec, algorithm="switch",
-                          faults={"drop": loss, "seed": 1}).allreduce(x)
-        key = f"n{n}_{codec}_L{L}_w{args.width}" + (f"_loss{loss:g}" if loss else "")
-        ring_cycles = ring.get(f"n{n}_{codec}_L{L}_w{args.width}", {}).get("cycles")
-        res[key] = {
+        key = f"n{n}_{codec}_L{L}_w{args.width}"
+        ring = None
+        if not loss:
+            print(f"bench: ring allreduce through the switch, verilator N={n} {codec} L={L:,} ...", flush=True)
+            got, st = Cluster(n, "verilator", args.width, codec, fabric="switch").allreduce(x)
+            ring = {"cycles": st.cycles, "bound_cycles": round(st.bound_cycles), "efficiency": round(st.efficiency, 4),
+                    "bit_exact": bool(np.array_equal(got.view(np.uint32),
+                                                     MODEL_OPS["allreduce"](x, codec, "fp32", 256).view(np.uint32))),
+                    "sim_seconds": round(st.sim_seconds, 1)}
+        print(f"bench: switch allreduce verilator N={n} {codec} L={L:,} loss={loss:g} ...", flush=True)
+        cluster = Cluster(n, "verilator", args.width, codec, algorithm="switch", faults={"drop": loss, "seed": 1})
+        got, st = cluster.allreduce(x)
+        entry = {
             "cycles": st.cycles, "bound_cycles": round(st.bound_cycles), "efficiency": round(st.efficiency, 4),
             "bit_exact": bool(np.array_equal(got.view(np.uint32), inn.allreduce(x, codec).view(np.uint32))),
             "loss_per_link": loss, "retransmissions": sum(st.retransmitted_per_rank),
+            "frames_lost": sum(c["dropped"] for c in st.fault_counters["up"] + st.fault_counters["down"]),
             "frames_up": st.frames_per_link[0], "frames_down": st.down_frames_per_link[0],
-            "speedup_over_ring": round(ring_cycles / st.cycles, 3) if ring_cycles else None,
             "ring_bound_ratio": round(2 * (n - 1) / n, 3),
-            "sim_seconds": round(st.sim_seconds, 1), "link_gbps": st.link_gbps, "packet": 256, "window": 32}
+            "sim_seconds": round(st.sim_seconds, 1), "sim_cycles_per_second": round(st.cycles / st.sim_seconds),
+            "link_gbps": st.link_gbps, "packet": cluster.packet, "window": cluster.window}
+        if ring:
+            entry.update(ring_same_fabric=ring, speedup_over_ring=round(ring["cycles"] / st.cycles, 3))
+        else:
+            base = res.get(key, {}).get("efficiency")
+            entry["relative_to_lossless"] = round(st.efficiency / base, 4) if base else None
+        res[key + (f"_loss{loss:g}" if loss else "")] = entry
         args.out.write_text(json.dumps(results, indent=2) + "\n")
     plot_loss(results, args, min(nodes))
+
+
+def switch_synth(results, args):
+    """The aggregation switch mapped by synth_xilinx at 8 ports (W = 64, a pool of 64 slots of 256
+    elements: ``make verilog``'s build with 8 ports), module by module."""
+    from hdl.flow.integration import export_switch_core, switch_core
+    from hdl.flow.synth import synth_xilinx
+    from hdl.flow.tops import module_name
+    ports, width = 8, 64
+    print(f"bench: synth_xilinx aggregation switch, {ports} ports, W = {width} ...", flush=True)
+    name = module_name(switch_core(ports, 64, 256), width)
+    src = export_switch_core(width, build_dir() / "switch_bench", ports, 64, 256)
+    cells = synth_xilinx(src, name, build_dir() / "synth", flatten=False)
+    results.setdefault("synth_xilinx", {})[f"switch_p{ports}_w{width}"] = cell_summary(cells)
+
+
+def cell_summary(cells: dict) -> dict:
+    return {"luts": sum(n for c, n in cells.items() if c.startswith("LUT")),
+            "ffs": sum(n for c, n in cells.items() if c.startswith("FD")),
+            "carry4": cells.get("CARRY4", 0),
+            "lutram": sum(n for c, n in cells.items() if c.startswith("RAM") and not c.startswith("RAMB")),
+            "dsp": cells.get("DSP48E1", 0), "bram": sum(n for c, n in cells.items() if c.startswith("RAMB"))}
 
 
 def plot_loss(results, args, n):
@@ -172,6 +209,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-sim", action="store_true", help="skip the simulations (with --synth: resources only)")
     ap.add_argument("--allreduce", action="store_true", help="only the all-reduce benchmark (cluster harness)")
     ap.add_argument("--no-allreduce", action="store_true", help="skip the all-reduce benchmark")
+    ap.add_argument("--switch", action="store_true",
+                    help="only the switch all-reduce benchmark (and, with --synth, the switch's resources)")
     ap.add_argument("--nodes", type=int, action="append", help="all-reduce: ranks (default 4 and 8)")
     ap.add_argument("--elements", type=int, default=1 << 20, help="all-reduce: fp32 elements per rank")
     ap.add_argument("--codec", action="append", help="all-reduce: only this codec (repeatable)")
@@ -183,7 +222,7 @@ def main(argv=None) -> int:
                        "commit": commit, "clock_mhz": 250,
                        "method": "10,240 back-to-back beats per block and codec (keys end in the width W), no idle, no backpressure; "
                                  "beats_per_cycle = (beats-1)/(cycles from first to last beat)"}
-    for sim in [] if args.no_sim or args.allreduce else (args.sim or SIMULATORS):
+    for sim in [] if args.no_sim or args.allreduce or args.switch else (args.sim or SIMULATORS):
         figures = results.get(sim, {})
         for top, module, test_filter in RUNS:
             if args.top and top not in args.top:
@@ -197,22 +236,23 @@ def main(argv=None) -> int:
             figures.update(json.loads(Path(out).read_text()))
             os.unlink(out)
         results[sim] = dict(sorted(figures.items()))
-    if not args.no_sim and not args.no_allreduce:
+    if args.switch:
+        if not args.no_sim:
+            switch_bench(results, args)
+        if args.synth:
+            switch_synth(results, args)
+    elif not args.no_sim and not args.no_allreduce:
         allreduce_bench(results, args)
-    if args.synth:
+    if args.synth and not args.switch:
         from hdl.flow.synth import synth_xilinx
         from hdl.flow.tops import TOPS, export, module_name
         res = results.get("synth_xilinx", {})
         for top in TOPS:
             print(f"bench: synth_xilinx {top} w{args.width} ...", flush=True)
             cells = synth_xilinx(export(top, args.width), module_name(top, args.width), build_dir() / "synth")
-            res[f"{top}_w{args.width}"] = {
-                "luts": sum(n for c, n in cells.items() if c.startswith("LUT")),
-                "ffs": sum(n for c, n in cells.items() if c.startswith("FD")),
-                "carry4": cells.get("CARRY4", 0), "lutram": sum(n for c, n in cells.items() if c.startswith("RAM") and not c.startswith("RAMB")),
-                "dsp": cells.get("DSP48E1", 0), "bram": sum(n for c, n in cells.items() if c.startswith("RAMB")),
-            }
+            res[f"{top}_w{args.width}"] = cell_summary(cells)
         results["synth_xilinx"] = res
+        switch_synth(results, args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"bench: wrote {args.out}")

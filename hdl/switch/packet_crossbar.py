@@ -16,6 +16,8 @@ class PacketCrossbar(wiring.Component):
     * Each output takes one packet at a time, choosing round-robin among the inputs whose record is for
       it; the record and the payload pass without a register (one beat a cycle), and the output is
       released after the payload's last beat. Inputs waiting for a busy output wait.
+    * A record offered on an output and not taken is offered again, unchanged, until it is taken (a
+      newcomer earlier in the round-robin order waits): the sink may act on a record before it takes it.
     * ``record`` is the payload layout of the meta streams; every packet has a payload of at least one beat,
       and a source offers its next record only after its previous payload's last beat has gone.
     """
@@ -45,8 +47,12 @@ class PacketCrossbar(wiring.Component):
             busy = Signal(name=f"busy_{k}")          # a packet's record has passed, its payload has not
             owner = Signal(range(max(N, 2)), name=f"owner_{k}")
             last = Signal(range(max(N, 2)), name=f"last_{k}")
+            offered = Signal(name=f"offered_{k}")   # a record was offered and not taken: offer it again
+            held = Signal(range(max(N, 2)), name=f"held_{k}")
             want = Cat(*[metas[i].valid & (dests[i] == k) for i in range(N)])
-            pick, _ = round_robin(m, want, last, N, f"out_{k}")
+            rr, _ = round_robin(m, want, last, N, f"out_{k}")
+            pick = Signal(range(max(N, 2)), name=f"pick_{k}")
+            m.d.comb += pick.eq(Mux(offered, held, rr))
             sel = Mux(busy, owner, pick)
             src_meta, src_pay = Array(metas)[sel], Array(pays)[sel]
             m.d.comb += [om.payload.eq(src_meta.payload), om.valid.eq(~busy & want.any()),
@@ -55,6 +61,7 @@ class PacketCrossbar(wiring.Component):
             for i in range(N):
                 m.d.comb += [meta_ready[i][k].eq(~busy & (pick == i) & want[i] & om.ready),
                              pay_ready[i][k].eq(busy & (owner == i) & op.tready)]
+            m.d.sync += [offered.eq(om.valid & ~om.ready), held.eq(pick)]
             with m.If(om.valid & om.ready):
                 m.d.sync += [busy.eq(1), owner.eq(pick), last.eq(pick)]
             with m.If(op.tvalid & op.tready & op.tlast):

@@ -46,6 +46,8 @@ BACKENDS = ("model", "verilator", "icarus")
 #: the RTL cluster's aggregation switch takes packets of at most this many elements (hdl/sim/cluster_bench.py)
 SWITCH_MAX_PACKET = 256
 ALGORITHMS = ("ring", "switch")
+#: how the NICs are linked: to each other in a ring, or each to the aggregation switch (a star)
+FABRICS = ("ring", "switch")
 HEADER = FRAME_HEADER_BYTES         # Ethernet + IPv4 + UDP + ainic: 74 bytes per frame
 WIRE_EXTRA = WIRE_OVERHEAD_BYTES    # FCS, preamble + SFD, inter-frame gap: what a link spends per frame
 MODEL_OPS = {"allreduce": ar.allreduce, "reduce_scatter": ar.reduce_scatter, "allgather": ar.allgather}
@@ -152,7 +154,7 @@ class Cluster:
                  lag: int = 8, link_latency: int = 125, memory: dict = None, waves: bool = False,
                  workdir=None, bench_nodes: int = None, capture: bool = False, algorithm: str = "ring",
                  faults=None, window: int = DEFAULT_WINDOW, jobs: int = 1,
-                 retransmit_timeout: int = RETRANSMIT_TIMEOUT, deadline: int = DEADLINE):
+                 retransmit_timeout: int = RETRANSMIT_TIMEOUT, deadline: int = DEADLINE, fabric: str = None):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_CLUSTER_NODES:
@@ -196,6 +198,12 @@ class Cluster:
                     raise ValueError(f"{name} must be a positive int (cycles), got {v!r}")
         elif jobs != 1:
             raise ValueError("jobs > 1 needs algorithm='switch' (a ring is one job)")
+        fabric = fabric or ("switch" if algorithm == "switch" else "ring")
+        if fabric not in FABRICS:
+            raise ValueError(f"fabric must be one of {FABRICS}, got {fabric!r}")
+        if algorithm == "switch" and fabric != "switch":
+            raise ValueError("algorithm='switch' runs on fabric='switch' (the aggregation switch sums the packets)")
+        self.fabric = fabric
         self.algorithm, self.window, self.jobs = algorithm, window, jobs
         self.retransmit_timeout, self.deadline = retransmit_timeout, deadline
         self.nodes, self.backend, self.width = nodes, backend, width
@@ -223,8 +231,9 @@ class Cluster:
 
     @property
     def top(self) -> str:
-        """The simulation top an RTL backend runs: the ring's bench, or the one around the aggregation switch."""
-        return f"{'switch_' if self.algorithm == 'switch' else ''}cluster_n{self.bench_nodes}"
+        """The simulation top an RTL backend runs: the NICs wired in a ring, or each linked to the aggregation
+        switch (which also forwards the ring's frames by MAC)."""
+        return f"{'switch_' if self.fabric == 'switch' else ''}cluster_n{self.bench_nodes}"
 
     def job_ranks(self) -> list:
         """The ranks of each job: ``jobs`` contiguous groups, as even as they go (one group for a ring)."""
@@ -434,7 +443,9 @@ class Cluster:
                "inputs": str(work / "inputs.npy"), "outputs": str(work / "out"), "capture": self.capture,
                "algorithm": self.algorithm, "jobs": self.job_ranks(), "window": self.window,
                "retransmit_timeout": self.retransmit_timeout, "deadline": self.deadline,
-               "faults": asdict(self.faults)}
+               "faults": asdict(self.faults),
+               # switch: every status comes back (a timeout raises CollectiveTimeout below); ring: any error fails the run
+               "expect_status": None if self.algorithm == "switch" else 0}
         (work / "job.json").write_text(json.dumps(job))
         top = self.top
         runner.build_top(self.backend, top, self.width, self.waves)     # so that the timing below is the run

@@ -2,7 +2,8 @@
 
 The file holds one job or a list of jobs; a list runs in one simulation, one after the other (the bench is
 reset between them). Whether the results are right is for the caller to judge (it has the golden model);
-here a job fails only if a completion reports an error it did not expect (``expect_status``).
+here a job fails only if a completion reports an error it did not expect (``expect_status``; None: any
+status, judged by the caller).
 """
 
 import json
@@ -20,5 +21,7 @@ async def cluster_job(dut):
     for job in jobs if isinstance(jobs, list) else [jobs]:
         stats = await run_job(dut, job)
         want = job.get("expect_status", 0)
+        if want is None:        # the caller reads every completion's status (Cluster raises CollectiveTimeout)
+            continue
         bad = [c for cs in stats["completions"] for c in cs if c["status"] != want]
         assert not bad, f"job {job.get('name', '')}: completions with an unexpected status: {bad}"

@@ -229,6 +229,10 @@ async def run_job(dut, job: dict) -> dict:
     }
     if switch:
         stats.update(switch_stats(dut, n, len(groups)))
+        for name, frames, nbytes in (("up", stats["frames_per_link"], stats["bytes_per_link"]),
+                                     ("down", stats["down_frames_per_link"], stats["down_bytes_per_link"])):
+            for counters, f, b in zip(stats["fault_counters"][name], frames, nbytes):
+                counters.update(frames=f, bytes=b)      # what entered the link, as the model's LinkCounters
         stats["nic_registers"] = [{name: await nic.read_reg(name) for name in
                                    ("AGG_PSN", "AGG_DUP_RESULTS", "AGG_TIMEOUTS", "RETRANSMISSIONS")} for nic in nics]
     if job.get("capture"):

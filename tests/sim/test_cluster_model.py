@@ -153,3 +153,13 @@ def test_demo_switch_with_faults(tmp_path, capsys):
     assert len(read_pcap(tmp_path / "s.pcap")) > 2 * 8 * 79
     assert main(["demo", "--sim", "model", "--drop", "0.01", "--nodes", "2", "--elements", "100"]) == 2
     assert "faults need algorithm='switch'" in capsys.readouterr().err
+
+
+def test_fabric_picks_the_bench_and_is_checked():
+    assert Cluster(4, "verilator").top == "cluster_n4"
+    assert Cluster(4, "verilator", fabric="switch").top == "switch_cluster_n4"      # the ring, forwarded by MAC
+    assert Cluster(4, "verilator", algorithm="switch", bench_nodes=8).top == "switch_cluster_n8"
+    with pytest.raises(ValueError, match="fabric must be one of"):
+        Cluster(4, fabric="mesh")
+    with pytest.raises(ValueError, match="runs on fabric='switch'"):
+        Cluster(4, algorithm="switch", fabric="ring")
