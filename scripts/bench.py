@@ -158,7 +158,7 @@ def plot_loss(results, args, n):
     points = sorted((v["loss_per_link"], v["efficiency"]) for k, v in sw.items() if k.startswith(base))
     if not points:
         return
-    ring = results.get("allreduce", {}).get("verilator", {}).get(base)
+    ring = sw.get(base, {}).get("ring_same_fabric") or results.get("allreduce", {}).get("verilator", {}).get(base)
     fig, ax = plt.subplots(figsize=(6, 4))
     xs = [max(p, 1e-5) for p, _ in points]
     ax.semilogx(xs, [e for _, e in points], "o-", label=f"switch, N = {n}")
