@@ -322,7 +322,9 @@ class Cluster:
         x = self._inputs(arrays)
         if self.algorithm == "switch":
             if op != "allreduce":
-                raise ValueError(f"the switch algorithm runs allreduce only, got {op!r}")
+                raise ValueError(f"the switch algorithm runs allreduce only, got {op!r}: reduce_scatter is faster "
+                                 "on the ring and allgather has nothing to sum (docs/in_network.md, "
+                                 "'Why ALLREDUCE only')")
             return self._collective_switch(x)
         if self.backend != "model":
             return self._collective_rtl(op, x)
