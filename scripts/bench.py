@@ -133,10 +133,10 @@ def switch_synth(results, args):
     from hdl.flow.synth import synth_xilinx
     from hdl.flow.tops import module_name
     ports = 8
-    for width in sorted({64, args.width}):
+    for width in sorted({64, args.width}, reverse=True):
         print(f"bench: synth_xilinx aggregation switch, {ports} ports, W = {width} ...", flush=True)
         name = module_name(switch_core(ports, 64, 256), width)
-        src = export_switch_core(width, build_dir() / "switch_bench", ports, 64, 256)
+        src = export_switch_core(width, build_dir() / "switch_bench", ports, 64, 256, fmt="rtlil")
         cells = synth_xilinx(src, name, build_dir() / "synth", flatten=False)
         results.setdefault("synth_xilinx", {})[f"switch_p{ports}_w{width}"] = cell_summary(cells)
         args.out.write_text(json.dumps(results, indent=2) + "\n")

@@ -177,12 +177,13 @@ def switch_interfaces(ports: int) -> dict:
 
 def export_switch_core(width: int, out_dir: Path, ports: int = SWITCH_DEFAULT["ports"],
                        pool_slots: int = SWITCH_DEFAULT["pool_slots"],
-                       max_packet: int = SWITCH_DEFAULT["max_packet"]) -> Path:
+                       max_packet: int = SWITCH_DEFAULT["max_packet"], fmt: str = "verilog") -> Path:
     """The Verilog of one switch build's core at one width (module ``ainic_<switch_core(...)>_w<width>``;
-    cached on its digest): what ``ainic_switch.v`` holds per width, and what ``make bench`` maps."""
+    cached on its digest): what ``ainic_switch.v`` holds per width; ``fmt="rtlil"``: the same netlist as
+    Yosys' RTLIL, what ``make bench`` maps (Yosys 0.23 reads it in seconds, the Verilog in many minutes)."""
     core = switch_core(ports, pool_slots, max_packet)
     return _export.export(module_name(core, width), _switch_factory(ports, pool_slots, max_packet), width,
-                          SwitchTop.__module__, Path(out_dir))
+                          SwitchTop.__module__, Path(out_dir), fmt=fmt)
 
 
 def export_switch_top(out_dir: Path = None, ports: int = SWITCH_DEFAULT["ports"],
