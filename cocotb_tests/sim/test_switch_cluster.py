@@ -110,7 +110,7 @@ PLANS = {
     ],
     ("icarus", 2): [job("n2_none", 2, 333), job("n2_bfp4_faults", 2, 1000, "bfp4", faults=FAULTS, seed=3)],
 }
-COST = {("verilator", 8): 420, ("icarus", 2): 120}
+COST = {("verilator", 8): 610, ("icarus", 2): 80}
 
 
 @pytest.mark.parametrize("simulator,bench", [pytest.param(*k, marks=pytest.mark.heavy(COST[k])) for k in PLANS],

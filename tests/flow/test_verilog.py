@@ -15,7 +15,7 @@ def test_lint_clean(top, width):
     assert report == "", report[:4000]
 
 
-@pytest.mark.parametrize("top", [pytest.param("nic", marks=pytest.mark.heavy(330)), *sorted(set(TOPS) - {"nic"})])
+@pytest.mark.parametrize("top", [pytest.param("nic", marks=pytest.mark.heavy(420)), *sorted(set(TOPS) - {"nic"})])
 def test_synth_xilinx(top):
     """W=64 in the regression, mapped module by module (flattened W=512 figures come from `make bench`).
     Every top is read from its exported Verilog but the whole NIC, read from the RTLIL of the same netlist:
