@@ -40,6 +40,11 @@ def yosys_elaborate(source: Path, top: str, workdir: Path) -> dict:
     res = subprocess.run([require("yosys"), "-q", "-p", script], capture_output=True, text=True)
     if res.returncode:
         raise RuntimeError(f"yosys could not elaborate {top}:\n{res.stdout[-3000:]}{res.stderr[-3000:]}")
+    return _cell_counts(stat)
+
+
+def _cell_counts(stat: Path) -> dict:
+    """Cell counts by type from a Yosys ``stat`` report."""
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s+(\S+)\s+(\d+)$", stat.read_text(), re.M)}
 
 
@@ -65,10 +70,6 @@ def synth_xilinx(source: Path, top: str, workdir: Path, flatten: bool = True) ->
     res = subprocess.run([require("yosys"), "-q", "-p", script], capture_output=True, text=True)
     if res.returncode:
         raise RuntimeError(f"yosys synth_xilinx failed for {top}:\n{res.stdout[-3000:]}{res.stderr[-3000:]}")
-    cells = {}
-    for line in stat.read_text().splitlines():
-        m = re.match(r"\s+(\S+)\s+(\d+)$", line)
-        if m:
-            cells[m.group(1)] = int(m.group(2))
+    cells = _cell_counts(stat)
     cached.write_text(json.dumps({"key": key, "cells": cells}))
     return cells
