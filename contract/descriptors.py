@@ -35,7 +35,8 @@ COMPLETION_FIELDS = (
     ("status", 8, "Status code: 0 = ok"),
     ("opcode", 8, "the descriptor's opcode"),
     ("phase", 8, "1 on the ring's first pass, then 0, 1, ... alternately: a record is new when phase matches"),
-    ("reserved0", 8, "0"),
+    ("stall", 8, "status timeout of a ring collective: what it waited for (contract.link.Stall: 1 a frame from "
+     "the previous rank, 2 credit or acks from the next, 4 host memory), else 0"),
     ("sq_index", 16, "submission-ring index of the descriptor (free-running, 16 bit)"),
     ("collective", 16, "the descriptor's collective id"),
     ("cycles", 64, "clock cycles from fetching the descriptor to its last write response"),
@@ -135,6 +136,7 @@ class Completion:
     packets_received: int
     retransmissions: int
     host_bytes: int
+    stall: int = 0          # status timeout of a ring collective: what it waited for (contract.link.Stall)
 
     @property
     def ok(self) -> bool:

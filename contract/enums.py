@@ -47,7 +47,7 @@ class FrameOpcode(IntEnum):
     data = 0            # a partial sum (reduce-scatter phases)
     result = 1          # a finished sum (all-gather phases)
     ack = 2             # receive credits, header only
-    nack = 3            # reserved for loss recovery, header only
+    nack = 3            # the ring's link: the frame ``psn`` is missing, send again from it (header only)
     aggregate = 4       # in-network aggregation: a worker's contribution to a switch slot (docs/in_network.md)
     aggregated = 5      # in-network aggregation: the switch's sum of a slot, to the job's workers
 
@@ -108,6 +108,10 @@ class DropReason(IntEnum):
     codec_dtype = 15    # unknown codec or dtype, or a codec on int32
     count = 16          # count = 0, > MAX_P, or payload length != codec bytes for count
     dst_rank = 17
+    # the ring's reliable link (contract/link.py): data and result frames only, after every check above
+    link_down = 18      # the link is held in reset (CONTROL.link_reset)
+    duplicate = 19      # psn older than the one expected: a copy, or a frame sent again after a lost ack
+    out_of_order = 20   # psn newer than the one expected: a frame before it was lost
 
 
 class AggDrop(IntEnum):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from .enums import Codec, DropReason, Dtype
 from .in_network import BACKOFF_MAX, DEADLINE, DEFAULT_WINDOW, MAX_NIC_WINDOW, RETRANSMIT_TIMEOUT
 from .limits import MAX_RANKS, WIDTHS
+from .link import RING_DEADLINE
 from .protocol import DEFAULT_P, UDP_PORT
 
 ID_VALUE = 0x41494E43          # "AINC"
@@ -167,7 +168,11 @@ def _build():
         Field("enable", 0, 1, "1: the NIC takes descriptors and frames; 0: it finishes the current descriptor, "
               "then holds SQ_HEAD, SQ_TAIL and CQ_TAIL at 0 (configure the rings, then enable)"),
         Field("reset_stats", 1, 1, "write 1: clear every counter (self-clearing)"),
-    ], bits=2)
+        Field("link_reset", 2, 1, "1: hold the ring's links in reset (psn, credits, the retransmission buffer, "
+              "received frames not yet taken: all dropped; data frames arriving are dropped as link_down). "
+              "After a timeout or a NIC reset, set it on every NIC of the ring, wait for the links to drain, "
+              "clear it on all (docs/collective_engine.md, \"Reliable links\")"),
+    ], bits=3)
     reg("RANK", "rw", 0, "This NIC's rank in the job (0 .. WORLD_SIZE-1).")
     reg("WORLD_SIZE", "rw", 1, f"Number of ranks (1 .. {MAX_RANKS}).")
     reg("UDP_PORT", "rw", UDP_PORT, "UDP port of ainic traffic, both directions.", bits=16)
@@ -217,7 +222,7 @@ def _build():
     reg("RX_BYTES", "ro", 0, "Bytes of accepted frames (wraps).")
     reg("TX_FRAMES", "ro", 0, "Frames the builder sent.")
     reg("TX_BYTES", "ro", 0, "Bytes of sent frames (wraps).")
-    reg("RETRANSMISSIONS", "ro", 0, "Frames sent again after a loss.")
+    reg("RETRANSMISSIONS", "ro", 0, "Frames sent again after a loss (the ring's link and the switch client).")
     for reason in DropReason:
         reg(f"RX_DROP_{reason.name.upper()}", "ro", 0,
             f"Frames the parser dropped for `{reason.name}` (docs/protocol.md).")
@@ -239,6 +244,21 @@ def _build():
         "with status timeout.")
     reg("AGG_DUP_RESULTS", "ro", 0, "Results dropped: a copy of one already taken, or for no packet in flight.")
     reg("AGG_TIMEOUTS", "ro", 0, "Switch all-reduces that ended with status timeout.")
+    # the ring's reliable links (contract/link.py, docs/collective_engine.md "Reliable links")
+    reg("RING_DEADLINE", "rw", RING_DEADLINE, "Cycles in which no stage of a ring collective moved after which "
+        "it completes with status timeout (0: never).", align=0x100)
+    reg("LINK_TX_PSN", "ro", 0, "The psn of the next new frame to the next rank (frames sent since the link reset).")
+    reg("LINK_TX_UNACKED", "ro", 0, "Frames sent to the next rank and not yet acknowledged (kept for resending).")
+    reg("LINK_RX_PSN", "ro", 0, "The psn expected next from the previous rank (frames received in order since "
+        "the link reset).")
+    reg("LINK_TIMEOUTS", "ro", 0, "Times the retransmission timer ran out (each sends every unacknowledged frame "
+        "again).")
+    reg("LINK_NACKS_RECEIVED", "ro", 0, "Nacks received from the next rank (each sends again from its psn).")
+    reg("LINK_PROBES", "ro", 0, "Frames sent again as a probe: waiting for credit with nothing unacknowledged, the "
+        "timer ran out (the ack that held the credit may be lost; the copy makes the receiver ack).")
+    reg("LINK_NACKS_SENT", "ro", 0, "Nacks sent to the previous rank (a frame after a missing one arrived).")
+    reg("LINK_ACKS_SENT", "ro", 0, "Acks sent to the previous rank.")
+    reg("RING_TIMEOUTS", "ro", 0, "Ring collectives that ended with status timeout.")
     return mb.regs
 
 

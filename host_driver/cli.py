@@ -10,7 +10,8 @@ Subcommands (more arrive with the packet path, the DMA engine and the collective
 * ``ainic demo --nodes N --elements L --codec C --sim model|verilator|icarus [--op OP] [...]``: a collective
   (all-reduce by default) across N nodes, every rank checked against the golden model, with a summary
   table (``--json``, ``--save``, ``--pcap``); ``--algorithm switch`` aggregates in the network, with
-  ``--drop/--dup/--corrupt P`` faults on every link and ``--jobs K`` jobs at once.
+  ``--drop/--dup/--corrupt P`` faults on every link and ``--jobs K`` jobs at once; on the ring (RTL) the
+  same faults, and ``--dead-rank R`` to see a timeout and the recovery after it.
 * ``ainic toolchain``: check that the simulators and Yosys run, and print their versions.
 """
 
@@ -139,7 +140,7 @@ def _demo(args) -> int:
                           algorithm=args.algorithm, window=args.window, jobs=args.jobs,
                           retransmit_timeout=args.retransmit_timeout, deadline=args.deadline, fabric=args.fabric,
                           faults={"drop": args.drop, "dup": args.dup, "corrupt": args.corrupt,
-                                  "seed": args.fault_seed})
+                                  "seed": args.fault_seed}, dead_rank=args.dead_rank)
         if args.sim != "model":
             print(f"ainic demo: building the {n}-node cluster for {args.sim} at W = {args.width} "
                   "(cached per configuration) ...", flush=True)
@@ -154,6 +155,12 @@ def _demo(args) -> int:
         return 2
     except CollectiveTimeout as exc:
         print(f"ainic demo: {exc}", file=sys.stderr)
+        if exc.results is not None:     # a dead rank: the collective after the link reset must be right
+            want = cluster.golden(x, args.op)
+            bad = [r for r in range(n) if not np.array_equal(exc.results[r].view(np.uint32), want[r].view(np.uint32))]
+            print("ainic demo: the collective after the link reset is " +
+                  ("bit-exact with the golden model on every rank" if not bad else f"NOT bit-exact: ranks {bad}"),
+                  file=sys.stderr)
         return 1
     op = args.op
     want = cluster.golden(x, op)
@@ -217,6 +224,20 @@ def _demo(args) -> int:
             ("switch: rounds / resent results", ", ".join(f"job {j}: {c['completed']} / {c['unicast']}"
                                                         for j, c in enumerate(sc["jobs"]))),
             ("switch: drops", ", ".join(f"{k} {v}" for k, v in drops.items()) or "none"),
+        ]
+    if not switch and stats.retransmitted_per_rank is not None:       # the ring's links, on the RTL
+        fc = stats.fault_counters
+        total = {k: sum(c[k] for c in fc["up"] + fc["down"]) for k in ("dropped", "duplicated", "corrupted")}
+        rows[6:6] = [
+            ("faults (every link)", f"drop {args.drop:g}, dup {args.dup:g}, corrupt {args.corrupt:g}, seed {args.fault_seed}"),
+            ("frames dropped / duplicated / corrupted", f"{total['dropped']} / {total['duplicated']} / {total['corrupted']}"),
+            ("retransmitted per rank", ", ".join(map(str, stats.retransmitted_per_rank))),
+            ("link timeouts per rank", ", ".join(map(str, stats.link_timeouts_per_rank))),
+            ("acks / nacks sent per rank", ", ".join(f"{a}/{k}" for a, k in zip(stats.acks_sent_per_rank,
+                                                                           stats.nacks_sent_per_rank))),
+            ("dropped as duplicate / out of order / corrupt", ", ".join(
+                f"{a}/{b}/{c}" for a, b, c in zip(stats.duplicates_dropped_per_rank, stats.out_of_order_dropped_per_rank,
+                                                  stats.corrupted_dropped_per_rank))),
         ]
     if stats.sim_seconds is not None:
         rows[1:1] = [("time at the clock", f"{stats.cycles / args.clock_mhz:,.2f} us"),
@@ -295,17 +316,23 @@ def main(argv=None) -> int:
     d.add_argument("--fabric", choices=["ring", "switch"],
                    help="RTL: NICs linked to each other in a ring, or each to the aggregation switch, which "
                         "forwards the ring's frames by MAC (default: the algorithm's own)")
-    d.add_argument("--drop", type=float, default=0.0, help="switch: probability that a link drops a frame")
-    d.add_argument("--dup", type=float, default=0.0, help="switch: probability that a link duplicates a frame")
+    d.add_argument("--drop", type=float, default=0.0, help="probability that a link drops a frame (ring: on an "
+                   "RTL backend)")
+    d.add_argument("--dup", type=float, default=0.0, help="probability that a link duplicates a frame")
     d.add_argument("--corrupt", type=float, default=0.0,
-                   help="switch: probability that a link corrupts a frame (the receiver sees a MAC error)")
+                   help="probability that a link corrupts a frame (the receiver sees a MAC error)")
+    d.add_argument("--dead-rank", type=int, help="ring, RTL: this rank's links drop everything during the "
+                   "collective: every rank ends with a timeout saying what it waited for (exit 1); then the links "
+                   "are reset and the collective runs again, checked bit for bit")
     d.add_argument("--fault-seed", type=int, default=1, help="seed of the links' fault generators")
     d.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="switch: slots per job (a power of two)")
     d.add_argument("--jobs", type=int, default=1, help="switch: jobs at once, the nodes split between them")
     d.add_argument("--retransmit-timeout", type=int, default=RETRANSMIT_TIMEOUT,
-                   help="switch: cycles a worker waits for a result before it resends (doubling per resend)")
+                   help="cycles a sender waits for an ack (ring) or a result (switch) before it resends "
+                   "(doubling per resend)")
     d.add_argument("--deadline", type=int, default=DEADLINE,
-                   help="switch: cycles without a new result after which a collective ends in timeout")
+                   help="cycles without progress (ring: no stage moved; switch: no new result) after which a "
+                   "collective ends in timeout")
     d.add_argument("--link-latency", type=int, default=125,
                    help="cycles per link in the RTL fabric (two links per hop: NIC -> switch -> NIC)")
     d.add_argument("--waves", nargs="?", const="ainic_demo.fst", metavar="FILE",

@@ -126,6 +126,147 @@ def switch_bench(results, args):
     plot_loss(results, args, min(nodes))
 
 
+def ring_loss_bench(results, args):
+    """The ring all-reduce of L fp32 per rank over lossy links (W = 512, 80 Gb/s, 1 µs per hop, Verilator):
+    efficiency at 0, 0.01 %, 0.1 % and 1 % of frames dropped on every link (contract/link.py: the NICs resend
+    what is lost), relative to the loss-free run; every result checked bit for bit. Plotted with the switch."""
+    import numpy as np
+
+    from host_driver.sim.cluster import MODEL_OPS, Cluster
+    res = results.setdefault("ring_loss", {}).setdefault("verilator", {})
+    n, L = min(args.nodes or [4]), args.elements
+    base = None
+    for loss in (0.0, 1e-4, 1e-3, 1e-2):
+        print(f"bench: ring allreduce verilator N={n} none L={L:,} loss={loss:g} ...", flush=True)
+        rng = np.random.default_rng(n)
+        x = [rng.standard_normal(L).astype(np.float32) for _ in range(n)]
+        cluster = Cluster(n, "verilator", args.width, "none", faults={"drop": loss, "seed": 1})
+        got, st = cluster.allreduce(x)
+        want = MODEL_OPS["allreduce"](x, "none", "fp32", cluster.packet)
+        base = base or st.efficiency
+        res[f"n{n}_none_L{L}_w{args.width}_loss{loss:g}"] = {
+            "cycles": st.cycles, "bound_cycles": round(st.bound_cycles), "efficiency": round(st.efficiency, 4),
+            "relative_to_lossless": round(st.efficiency / base, 4), "loss_per_link": loss,
+            "bit_exact": bool(np.array_equal(got.view(np.uint32), want.view(np.uint32))),
+            "data_frames_per_link": st.data_frames_per_link[0],
+            "frames_lost": sum(c["dropped"] for c in st.fault_counters["up"] + st.fault_counters["down"]),
+            "retransmissions": sum(st.retransmitted_per_rank), "link_timeouts": sum(st.link_timeouts_per_rank),
+            "nacks": sum(st.nacks_sent_per_rank), "acks": sum(st.acks_sent_per_rank),
+            "sim_seconds": round(st.sim_seconds, 1), "link_gbps": st.link_gbps, "packet": cluster.packet}
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    plot_loss(results, args, n)
+
+
+SOAK_BENCH_NODES = 8
+
+
+def soak_jobs(rng, count: int, width: int = 64, packet: int = 64) -> list:
+    """``count`` random ring jobs for the 8-NIC bench: N in 2 .. 8, L in 1 .. 4,000, any codec (fp32) or
+    int32, lag 1 .. 8, link latency 20 .. 300 cycles, loss, duplication and corruption each up to 5 % on every
+    link, a seed each; a deadline short enough that a stuck collective shows up as a timeout."""
+    from contract.enums import Codec, names
+    from host_driver.sim.cluster import link_rate_fixed
+    jobs = []
+    for i in range(count):
+        n = int(rng.integers(2, SOAK_BENCH_NODES + 1))
+        dtype = "int32" if rng.random() < 0.15 else "fp32"
+        codec = "none" if dtype == "int32" else str(rng.choice(names(Codec)))
+        faults = {k: float(rng.uniform(0, 0.05)) for k in ("drop", "dup", "corrupt")}
+        faults["seed"] = int(rng.integers(1, 2**31))
+        jobs.append({"name": f"soak{i}", "nodes": n, "width": width, "op": "allreduce", "codec": codec,
+                     "dtype": dtype, "packet": packet, "lag": int(rng.integers(1, 9)),
+                     "elements": int(rng.integers(1, 4001)), "link_latency": int(rng.integers(20, 301)),
+                     "link_rate": link_rate_fixed(80, 250), "memory": {}, "repeats": 1, "faults": faults,
+                     "retransmit_timeout": 2048, "deadline": 200_000, "expect_status": None,
+                     "seed": int(rng.integers(0, 2**31))})
+    return jobs
+
+
+def soak_bench(results, args):
+    """``args.soak`` fault-injected ring all-reduces (:func:`soak_jobs`) on the 8-NIC Verilator bench at W = 64,
+    in batches of one simulation each: a run is right when every rank's completion is ok and its result is
+    the golden model's bit for bit; wrong when it finished otherwise; hung when the driver gave up waiting
+    (the simulation stops there and the rest of its batch runs again)."""
+    import numpy as np
+
+    from host_driver.sim.cluster import MODEL_OPS
+    rng = np.random.default_rng(args.soak_seed)
+    todo = soak_jobs(rng, args.soak)
+    counts = {"runs": 0, "right": 0, "wrong": 0, "hung": 0, "frames_lost": 0, "retransmissions": 0,
+              "link_timeouts": 0, "nacks": 0, "probes": 0}
+    wrong, hung = [], []
+    t0 = __import__("time").time()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        while todo:
+            batch, todo = todo[:args.soak_batch], todo[args.soak_batch:]
+            for j in batch:
+                data_rng = np.random.default_rng(j["seed"])
+                shape = (j["nodes"], j["elements"])
+                x = (data_rng.integers(-1000, 1000, shape, dtype=np.int32) if j["dtype"] == "int32"
+                     else data_rng.standard_normal(shape).astype(np.float32))
+                j["inputs"], j["outputs"] = str(work / f"{j['name']}.in.npy"), str(work / j["name"])
+                np.save(j["inputs"], x)
+            (work / "jobs.json").write_text(json.dumps(batch))
+            print(f"bench: soak, {len(batch)} ring all-reduces with faults ({counts['runs']} done) ...", flush=True)
+            try:
+                run("verilator", f"cluster_n{SOAK_BENCH_NODES}", 64, "host_driver.sim.cluster_job",
+                    env={"AINIC_JOB": str(work / "jobs.json")}, tag="soak")
+                failed = None
+            except AssertionError as exc:
+                failed = str(exc)
+            for k, j in enumerate(batch):
+                stats_file = Path(j["outputs"] + ".stats.json")
+                if not stats_file.exists():         # the simulation stopped in this job: hung; the rest again
+                    hung.append({k2: j[k2] for k2 in ("name", "nodes", "elements", "codec", "faults")})
+                    hung[-1]["error"] = (failed or "")[-1500:]
+                    counts["hung"] += 1
+                    counts["runs"] += 1
+                    todo = batch[k + 1:] + todo
+                    break
+                st = json.loads(stats_file.read_text())
+                x = np.load(j["inputs"])
+                got = np.load(j["outputs"] + ".results.npy")
+                want = MODEL_OPS["allreduce"](list(x), j["codec"], j["dtype"], j["packet"])
+                ok = all(c["status_name"] == "ok" for cs in st["completions"] for c in cs) and \
+                    np.array_equal(got.view(np.uint32), want.view(np.uint32))
+                counts["runs"] += 1
+                counts["right" if ok else "wrong"] += 1
+                if not ok:
+                    wrong.append({k2: j[k2] for k2 in ("name", "nodes", "elements", "codec", "dtype", "faults")}
+                                 | {"statuses": [c["status_name"] for cs in st["completions"] for c in cs]})
+                regs = st["nic_registers"]
+                counts["frames_lost"] += sum(c["dropped"] for side in st["fault_counters"].values() for c in side)
+                for key, reg in (("retransmissions", "RETRANSMISSIONS"), ("link_timeouts", "LINK_TIMEOUTS"),
+                                 ("nacks", "LINK_NACKS_SENT"), ("probes", "LINK_PROBES")):
+                    counts[key] += sum(r[reg] for r in regs)
+            results["ring_soak"] = {**counts, "wall_seconds": round(__import__("time").time() - t0),
+                                    "seed": args.soak_seed, "wrong_runs": wrong, "hung_runs": hung,
+                                    "method": soak_bench.__doc__.split("\n\n")[0].replace("\n", " ")}
+            args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"bench: soak: {counts['runs']} runs, {counts['right']} right, {counts['wrong']} wrong, "
+          f"{counts['hung']} hung", flush=True)
+
+
+def link_synth(results, args):
+    """The ring link's sender (the retransmission buffer) and receiver mapped by synth_xilinx at the bench's
+    width: what reliability costs in LUTs, flip-flops and block RAM."""
+    from amaranth.back import verilog
+
+    from hdl.flow.synth import synth_xilinx
+    from hdl.link.link_receiver import LinkReceiver
+    from hdl.link.link_sender import LinkSender
+    out = build_dir() / "link_bench"
+    out.mkdir(parents=True, exist_ok=True)
+    for name, block in (("link_sender", LinkSender(args.width)), ("link_receiver", LinkReceiver(args.width))):
+        print(f"bench: synth_xilinx {name} w{args.width} ...", flush=True)
+        src = out / f"{name}_w{args.width}.v"
+        src.write_text(verilog.convert(block, name=f"{name}_w{args.width}"))
+        cells = synth_xilinx(src, f"{name}_w{args.width}", build_dir() / "synth")
+        results.setdefault("synth_xilinx", {})[f"{name}_w{args.width}"] = cell_summary(cells)
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+
+
 def switch_synth(results, args):
     """The aggregation switch mapped by synth_xilinx at 8 ports, module by module: a pool of 64 slots of 256
     elements (``make verilog``'s build with 8 ports) at W = 64 and at the bench's width (512: the build that
@@ -152,22 +293,25 @@ def cell_summary(cells: dict) -> dict:
 
 
 def plot_loss(results, args, n):
-    """results/switch_loss.png: efficiency against loss on every link, switch (and the ring's loss-free
-    point: the ring does not recover from loss yet)."""
+    """results/switch_loss.png: efficiency against loss on every link, the switch and the ring (each against
+    its own bound)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     sw = results.get("switch_allreduce", {}).get("verilator", {})
     base = f"n{n}_none_L{args.elements}_w{args.width}"
     points = sorted((v["loss_per_link"], v["efficiency"]) for k, v in sw.items() if k.startswith(base))
-    if not points:
+    ring = results.get("ring_loss", {}).get("verilator", {})
+    ring_points = sorted((v["loss_per_link"], v["efficiency"]) for k, v in ring.items() if k.startswith(base))
+    if not points and not ring_points:
         return
-    ring = sw.get(base, {}).get("ring_same_fabric") or results.get("allreduce", {}).get("verilator", {}).get(base)
     fig, ax = plt.subplots(figsize=(6, 4))
     xs = [max(p, 1e-5) for p, _ in points]
-    ax.semilogx(xs, [e for _, e in points], "o-", label=f"switch, N = {n}")
-    if ring:
-        ax.semilogx([1e-5], [ring["efficiency"]], "s", label=f"ring, N = {n} (no loss; loss recovery: issue 14)")
+    if points:
+        ax.semilogx(xs, [e for _, e in points], "o-", label=f"switch, N = {n}")
+    if ring_points:
+        ax.semilogx([max(p, 1e-5) for p, _ in ring_points], [e for _, e in ring_points], "s-",
+                    label=f"ring, N = {n} (go-back-N links)")
     ax.set_xlabel("frames lost per link (0 plotted at 1e-5)")
     ax.set_ylabel("efficiency (bound / cycles)")
     ax.set_ylim(0, 1.05)
@@ -218,6 +362,11 @@ def main(argv=None) -> int:
     ap.add_argument("--nodes", type=int, action="append", help="all-reduce: ranks (default 4 and 8)")
     ap.add_argument("--elements", type=int, default=1 << 20, help="all-reduce: fp32 elements per rank")
     ap.add_argument("--codec", action="append", help="all-reduce: only this codec (repeatable)")
+    ap.add_argument("--ring-faults", action="store_true",
+                    help="only the ring over lossy links: the loss sweep, the soak and the link's resources")
+    ap.add_argument("--soak", type=int, default=1000, help="ring: fault-injected runs in the soak (0: none)")
+    ap.add_argument("--soak-batch", type=int, default=50, help="ring soak: runs per simulation")
+    ap.add_argument("--soak-seed", type=int, default=14, help="ring soak: the seed of its random jobs")
     args = ap.parse_args(argv)
 
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
@@ -226,7 +375,7 @@ def main(argv=None) -> int:
                        "commit": commit, "clock_mhz": 250,
                        "method": "10,240 back-to-back beats per block and codec (keys end in the width W), no idle, no backpressure; "
                                  "beats_per_cycle = (beats-1)/(cycles from first to last beat)"}
-    for sim in [] if args.no_sim or args.allreduce or args.switch else (args.sim or SIMULATORS):
+    for sim in [] if args.no_sim or args.allreduce or args.switch or args.ring_faults else (args.sim or SIMULATORS):
         figures = results.get(sim, {})
         for top, module, test_filter in RUNS:
             if args.top and top not in args.top:
@@ -240,12 +389,23 @@ def main(argv=None) -> int:
             figures.update(json.loads(Path(out).read_text()))
             os.unlink(out)
         results[sim] = dict(sorted(figures.items()))
-    if args.switch:
+    if args.ring_faults:
+        if not args.no_sim:
+            ring_loss_bench(results, args)
+            if args.soak:
+                soak_bench(results, args)
+        link_synth(results, args)
+    elif args.switch:
         if not args.no_sim:
             switch_bench(results, args)
     elif not args.no_sim and not args.no_allreduce:
         allreduce_bench(results, args)
-    if args.synth:
+        if not args.sim or "verilator" in args.sim:
+            ring_loss_bench(results, args)
+            if args.soak:
+                soak_bench(results, args)
+    if args.synth and not args.ring_faults:
+        link_synth(results, args)
         if not args.switch:
             from hdl.flow.synth import synth_xilinx
             from hdl.flow.tops import TOPS, export, module_name

@@ -22,8 +22,8 @@ MAC, IP4 = pr.mac_int, pr.ip_int
 def random_packet(r, header_only=False):
     fields = {name: int(r.integers(0, 1 << bits)) for name, bits in HEADER_FIELDS}
     fields.update(version=VERSION, reserved=0, dst_rank=pr.PEER_RANK)
-    if header_only:
-        fields.update(opcode=2, count=0, codec=0, dtype=0)
+    if header_only:         # an ack or nack: its count is the receiver's room, not a payload
+        fields.update(opcode=int(r.choice([2, 3])), count=int(r.integers(0, 129)), codec=0, dtype=0)
         return fields, b""
     codec = str(r.choice(names(Codec)))
     n = int(r.choice([1, 2, 15, 16, 17, 64, 256, int(r.integers(1, 257))]))

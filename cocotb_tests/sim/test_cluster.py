@@ -17,6 +17,7 @@ from scapy.layers.l2 import Ether
 
 from contract import credits
 from contract.enums import Codec, Opcode, names
+from contract.link import ACK_DELAY
 from host_driver.models import allreduce as ar
 from host_driver.models.protocol import Ainic
 from host_driver.sim.cluster import HEADER, MODEL_OPS, Cluster, link_rate_fixed
@@ -69,10 +70,27 @@ def run_jobs(sim, bench, jobs, tmp_path):
         reps = j["repeats"]
         data = model.data_frames_per_link
         data_bytes = [b - HEADER * a for b, a in zip(model.frame_bytes_per_link, model.ack_frames_per_link)]
-        # acks: one per ACK_EVERY frames consumed since reset, over all the job's collectives
-        acks = [credits.acks_sent(reps * data[(r - 1) % n]) for r in range(n)]
-        assert stats["frames_per_link"] == [reps * f + a for f, a in zip(data, acks)], j["name"]
-        assert stats["bytes_per_link"] == [reps * b + HEADER * a for b, a in zip(data_bytes, acks)], j["name"]
+        regs = stats["nic_registers"]
+        # every link carried the collectives' data frames, the acks its receiver counted and the probes its
+        # sender sent while it waited for credit (a copy of its last frame each), nothing else: no loss here,
+        # so no nack and no frame sent again
+        acks = [regs[r]["LINK_ACKS_SENT"] for r in range(n)]
+        probes = [regs[r]["LINK_PROBES"] for r in range(n)]
+        assert stats["frames_per_link"] == [reps * f + a + p for f, a, p in zip(data, acks, probes)], j["name"]
+        if not any(probes):         # (a probe is a copy of some frame of the job: its size varies)
+            assert stats["bytes_per_link"] == [reps * b + HEADER * a for b, a in zip(data_bytes, acks)], j["name"]
+        for r in range(n):
+            prev = (r - 1) % n
+            assert regs[r]["LINK_TX_PSN"] == reps * data[r] and regs[r]["LINK_RX_PSN"] == reps * data[prev]
+            assert regs[r]["LINK_TX_UNACKED"] == 0, (j["name"], r, regs[r])   # the tail acked (the ack delay)
+            assert all(regs[r][k] == 0 for k in ("RETRANSMISSIONS", "LINK_TIMEOUTS", "LINK_NACKS_SENT",
+                                                 "RX_DROP_OUT_OF_ORDER")), (j["name"], r, regs[r])
+            assert regs[r]["RX_DROP_DUPLICATE"] == regs[prev]["LINK_PROBES"], (j["name"], r, regs[r])
+            # one ack per ACK_EVERY frames consumed at least (the credits); at most one per ACK_EVERY
+            # received or consumed, and one after each quiet spell (the ack delay)
+            consumed = reps * data[prev]
+            assert consumed // credits.ACK_EVERY <= acks[r] <= 2 * consumed // credits.ACK_EVERY \
+                + stats["wall_cycles"] // ACK_DELAY + 2, (j["name"], r, acks[r], consumed)
         assert stats["switch_unknown"] == 0 and stats["memory_violations"] == [0] * n
         # receive credits: no NIC ever held back a beat its link offered (a MAC would have dropped it)
         assert stats["rx_stall_cycles"] == [0] * n, (j["name"], stats["rx_stall_cycles"])
@@ -83,12 +101,17 @@ def run_jobs(sim, bench, jobs, tmp_path):
                 rtl = [bytes.fromhex(f) for _, q, f in got_frames if q == r]
                 mod = [f for q, f in model_frames if q == r]
                 assert [f for f in rtl if Ether(f)[Ainic].opcode != 2] == [f for f in mod if Ether(f)[Ainic].opcode != 2]
-                # acks: as many as the model's, each reporting at least what the model's did when it left
+                # acks: at least the model's, each reporting no less than it did when it left; the last
+                # reports every frame received and consumed (contract/link.py)
                 rtl_acks = [Ether(f)[Ainic] for f in rtl if Ether(f)[Ainic].opcode == 2]
                 mod_acks = [Ether(f)[Ainic] for f in mod if Ether(f)[Ainic].opcode == 2]
-                assert len(rtl_acks) == len(mod_acks) == acks[r]
-                assert all(a.psn >= b.psn and a.offset >= b.offset and a.dst_rank == b.dst_rank
-                           for a, b in zip(rtl_acks, mod_acks))
+                assert len(rtl_acks) >= len(mod_acks) and all(a.dst_rank == (r - 1) % n for a in rtl_acks)
+                for field in ("psn", "offset"):
+                    seq = [getattr(a, field) for a in rtl_acks]
+                    assert seq == sorted(seq), (r, field, seq)
+                limits = [a.psn + a.count for a in rtl_acks]
+                assert limits == sorted(limits) and all(a.count <= credits.RX_FRAMES for a in rtl_acks)
+                assert rtl_acks[-1].psn == data[(r - 1) % n] and rtl_acks[-1].count == credits.RX_FRAMES
         if j["early"]:                  # the rank before the late one sent at least its credit's worth
             assert stats["frames_before_last_start"][n - 2] >= j["early"], (j["name"], stats["frames_before_last_start"])
         # int32 near the limits saturates (the golden model's rule): the NICs that saw it say so
@@ -132,7 +155,10 @@ PLANS = {
                          job("n2_ag_on_n8", 2, 333, "bf16", op="allgather"),
                          # rank 1 starts 20,000 cycles late: rank 0 runs ahead as far as its schedule lets it,
                          # its frames wait in rank 1's buffer, and rank 1's port never pushes back
-                         job("n2_late_rank", 2, 20000, "bfp8", lag=16, stagger=20000, early=16)],
+                         job("n2_late_rank", 2, 20000, "bfp8", lag=16, stagger=20000, early=16),
+                         # six ranks, the last 15,000 cycles late: its predecessor runs ahead as far as the
+                         # work order lets it (66 of its 160 frames), all waiting in the late rank's buffer
+                         job("n6_late_rank", 6, 6000, "none", stagger=15000, early=60)],
 }
 
 
@@ -145,3 +171,102 @@ def test_allreduce_bit_exact(simulator, bench, tmp_path):
     if simulator not in selected_sims():
         pytest.skip(f"AINIC_SIM excludes {simulator}")
     run_jobs(simulator, bench, [dict(j) for j in PLANS[(simulator, bench)]], tmp_path)
+
+
+# -- the ring over faulty links (contract/link.py): every result bit-exact, or a clear timeout -------------------
+def fault_job(name, n, L, codec="none", faults=None, **kw):
+    j = job(name, n, L, codec, **{k: v for k, v in kw.items() if k in ("dtype", "lag", "repeats", "op", "seed")})
+    j.update(faults=faults, retransmit_timeout=2048, deadline=kw.get("deadline", 100_000),
+             **{k: v for k, v in kw.items() if k in ("outage", "kill", "reset", "stagger", "early")})
+    if "kill" in kw or "reset" in kw:
+        j["expect_status"] = None           # the first collective times out: judged here
+    return j
+
+
+def lossy(p, seed):
+    return {"drop": p, "dup": p, "corrupt": p, "seed": seed}
+
+
+FAULT_PLANS = {
+    ("verilator", 8): [fault_job("f8_bfp8", 8, 1043, "bfp8", lossy(0.05, 3)),
+                       fault_job("f6_late", 6, 6000, "none", lossy(0.02, 4), stagger=15000, early=100)]
+                      + [fault_job(f"f4_{c}", 4, 1500, c, lossy(0.03, 10 + i)) for i, c in enumerate(CODECS)]
+                      + [fault_job("f3_int32", 3, 999, dtype="int32", faults=lossy(0.05, 5)),
+                         fault_job("f3_rs", 3, 900, "bf16", lossy(0.05, 6), op="reduce_scatter"),
+                         fault_job("f4_ag", 4, 900, "bfp4", lossy(0.05, 7), op="allgather"),
+                         # rank 1 cut off for 8,000 cycles mid-collective: its sender's whole window is lost
+                         fault_job("f4_outage", 4, 3000, "fp16", outage={"rank": 1, "after": 1500, "cycles": 8000}),
+                         # a dead peer: every rank times out, then (links reset) the next collective is right
+                         fault_job("f4_dead", 4, 1200, "bfp8", kill={"rank": 2, "collectives": [0]}, repeats=2,
+                                   deadline=20_000)],
+    # (a NIC reset mid-collective, `reset=` in cluster_run, does not recover yet: the other ranks' collectives
+    # never complete; issue 14 is open on it)
+    ("icarus", 2): [fault_job("f2_bfp8", 2, 700, "bfp8", lossy(0.05, 8)),
+                    fault_job("f2_dead", 2, 300, "none", kill={"rank": 1, "collectives": [0]}, repeats=2,
+                              deadline=5_000)],
+}
+FAULT_COST = {("verilator", 8): 300, ("icarus", 2): 60}
+
+
+def check_fault_jobs(jobs, tmp_path):
+    for j in jobs:
+        x = np.load(j["inputs"])
+        n, L = x.shape
+        got = np.load(j["outputs"] + ".results.npy")
+        want = MODEL_OPS[j["op"]](list(x), j["codec"], j["dtype"], j["packet"])
+        bad = [r for r in range(n) if not np.array_equal(got[r].view(np.uint32), want[r].view(np.uint32))]
+        assert not bad, f"{j['name']}: ranks {bad} differ from the golden model"
+        stats = json.loads(Path(j["outputs"] + ".stats.json").read_text())
+        regs, comps = stats["nic_registers"], stats["completions"]
+        _, model = Cluster(n, "model", W, j["codec"], j["dtype"], j["packet"], lag=j["lag"]).collective(j["op"], list(x))
+        data = model.data_frames_per_link
+        scenario = j.get("kill") or j.get("reset")
+        if scenario:
+            first, last = [cs[0] for cs in comps], [cs[-1] for cs in comps]
+            reset = j.get("reset", {}).get("rank")
+            gone = range(n) if reset == "all" else [reset] if reset is not None else []
+            assert all(first[r] is None for r in gone), (j["name"], first)
+            # the others: a timeout, saying what they waited for
+            assert all(c["status_name"] == "timeout" and c["stall"] for r, c in enumerate(first) if r not in gone), \
+                (j["name"], first)
+            assert all(c["status_name"] == "ok" for c in last), (j["name"], last)
+            continue
+        for r, cs in enumerate(comps):
+            for c in cs:
+                assert c["status_name"] == "ok", (j["name"], r, c)
+                assert (c["packets_sent"], c["packets_received"]) == (data[r], data[(r - 1) % n]), (j["name"], r, c)
+        faults = stats["fault_counters"]
+        hit = sum(sum(f.values()) for side in faults.values() for f in side)
+        resent = sum(rg["RETRANSMISSIONS"] for rg in regs)
+        for r in range(n):
+            rg = regs[r]
+            # the link carried the data, what went again, and the receiver's acks and nacks
+            assert stats["frames_per_link"][r] == data[r] + rg["RETRANSMISSIONS"] + rg["LINK_PROBES"] \
+                + rg["LINK_ACKS_SENT"] + rg["LINK_NACKS_SENT"], (j["name"], r, rg, stats["frames_per_link"][r])
+            assert rg["LINK_TX_UNACKED"] == 0 and rg["LINK_TX_PSN"] == data[r], (j["name"], r, rg)
+        assert stats["rx_stall_cycles"] == [0] * n, (j["name"], stats["rx_stall_cycles"])
+        if j["faults"] or j.get("outage"):
+            assert hit and resent, (j["name"], hit, resent)
+        if j.get("early"):
+            assert stats["frames_before_last_start"][n - 2] >= j["early"], (j["name"], stats["frames_before_last_start"])
+
+
+@pytest.mark.parametrize("simulator,bench", [pytest.param(*k, marks=pytest.mark.heavy(FAULT_COST[k]))
+                                             for k in FAULT_PLANS], ids=[f"{s}-n{b}" for s, b in FAULT_PLANS])
+def test_ring_survives_faults(simulator, bench, tmp_path):
+    """Loss, duplication and corruption on every link (up to 5 %), a NIC cut off for longer than its window,
+    a dead peer: every finished collective is bit-exact with the golden model, and what could not finish
+    ends with status timeout, after which the links are reset and the next collective is right
+    (contract/link.py)."""
+    if simulator not in selected_sims():
+        pytest.skip(f"AINIC_SIM excludes {simulator}")
+    jobs = [dict(j) for j in FAULT_PLANS[(simulator, bench)]]
+    for j in jobs:
+        rng = np.random.default_rng(j["seed"] + 7919 * j["nodes"] + j["elements"])
+        x = inputs(rng, j["nodes"], j["elements"], j["dtype"], extreme=j["dtype"] == "int32")
+        j["inputs"], j["outputs"] = str(tmp_path / f"{j['name']}.in.npy"), str(tmp_path / j["name"])
+        np.save(j["inputs"], x)
+    path = tmp_path / "jobs.json"
+    path.write_text(json.dumps(jobs))
+    run(simulator, f"cluster_n{bench}", W, "host_driver.sim.cluster_job", env={"AINIC_JOB": str(path)}, tag=tmp_path.name)
+    check_fault_jobs(jobs, tmp_path)

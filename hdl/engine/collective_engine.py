@@ -4,12 +4,13 @@ import functools
 import operator
 from types import SimpleNamespace
 
-from amaranth import C, Cat, Module, Mux, Signal
+from amaranth import C, Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from contract import credits as cr
-from contract.enums import FrameOpcode, PhaseKind
+from contract.enums import PhaseKind
+from contract.link import Stall
 from contract.protocol import FRAME_HEADER_BYTES, VERSION
 from hdl.arith.reduction_unit import ReductionUnit
 from hdl.codec.compressor import Compressor
@@ -17,12 +18,11 @@ from hdl.codec.decompressor import Decompressor
 from hdl.codec.wire_size import payload_bytes
 from hdl.engine.ring_sequencer import Item, PlanLayout, RingSequencer
 from hdl.engine.rx_item_check import FIELDS, RxItemCheck
-from hdl.engine.send_credits import SendCredits
 from hdl.engine.tx_header_gen import HeaderConfig, TxHeaderGen
 from hdl.host.dma_engine import dma_user_members
 from hdl.packet.rx_parser import RxMeta
 from hdl.packet.tx_builder import TxMeta
-from hdl.stream.axis import AxiStreamSignature, check_width
+from hdl.stream.axis import AxiStreamSignature, check_width, keep_mask
 from hdl.stream.stream_fifo import StreamFifo
 from hdl.stream.stream_fork import StreamFork
 
@@ -42,11 +42,12 @@ STAGES = {
 }
 
 EngineConfig = data.StructLayout({
-    "plan": PlanLayout, "header": HeaderConfig, "prev_ip": 32, "prev_mac": 48, "src": 64, "dst": 64,
+    "plan": PlanLayout, "header": HeaderConfig, "prev_ip": 32, "src": 64, "dst": 64,
+    "deadline": 32,         # cycles with no stage moving before the collective ends with timeout (0: never)
 })
 
 #: the engine's data frames since reset (acks not included); a completion reports the difference
-#: (``retransmissions``: frames sent again after a loss; the switch client's, the ring sends none)
+#: (``retransmissions``: frames sent again after a loss; the ring's come from its link sender)
 NetCounters = data.StructLayout({"tx_frames": 32, "tx_bytes": 64, "rx_frames": 32, "rx_bytes": 64,
                                  "retransmissions": 32})
 
@@ -57,7 +58,8 @@ EngineStatus = data.StructLayout({
     "overflow": 1,          # an int32 sum saturated
     "framing": 1,           # the reduction unit's operands disagreed in framing
     "host_bytes": 64,       # bytes of results written to host memory (the write commands' lengths)
-    "timeout": 1,           # the switch client: no new result for the deadline (the ring: 0)
+    "timeout": 1,           # the deadline ran out (switch client: no new result; ring: no stage moved)
+    "stall": len(Stall),    # the ring: what it waited for when the deadline ran out (contract.link.Stall)
 })
 
 
@@ -166,6 +168,7 @@ class CollectiveEngine(wiring.Component):
             "start": In(1),
             "busy": Out(1),
             "status": Out(EngineStatus),
+            "flush": In(1),
             **engine_members(W),
         })
 
@@ -178,11 +181,10 @@ class CollectiveEngine(wiring.Component):
         self._read_own_data(m, p)
         self._compress(m, p)
         self._fork_compressed(m, p)
-        self._take_headers_and_acks(m, p)
+        self._take_headers(m, p)
         self._receive(m, p)
         self._buffer_fork_branches(m, p)
         self._transmit(m, p)
-        self._send_acks(m, p)
         self._write_to_host(m, p)
         self._run_state(m, p)
         return m
@@ -193,10 +195,11 @@ class CollectiveEngine(wiring.Component):
         p = SimpleNamespace(
             seq=RingSequencer(), comp=Compressor(W), d_rx=Decompressor(W), d_out=Decompressor(W),
             ru=ReductionUnit(W), fork1=StreamFork(W), fork2=StreamFork(W), rx_check=RxItemCheck(),
-            tx_hdr=TxHeaderGen(), send_credits=SendCredits(W, self.credits),
+            tx_hdr=TxHeaderGen(),
         )
         for name, block in vars(p).items():
             m.submodules[name] = block
+        p.aborting = Signal()
         h = cfg.header
         p.codec = h.codec
         p.next_rank = Mux(h.rank == h.nodes - 1, 0, h.rank + 1)
@@ -274,32 +277,28 @@ class CollectiveEngine(wiring.Component):
                      fork1.enable_a.eq(~f1.kind_is(SCATTER_END)), fork1.enable_b.eq(f1.kind_is(*TO_HOST_FROM_FORK1)),
                      f1.done.eq(t & comp.m_axis.tlast)]
 
-    def _take_headers_and_acks(self, m, p):
-        """Every header from the parser is taken at once: an ack from the next rank raises this rank's send
-        limits (contract/credits.py, :class:`SendCredits`); a data header waits in ``rx_meta_q`` (room for
-        RX_FRAMES, which credits never exceed), so an ack is never stuck behind data."""
-        cc, meta, gate = self.credits, self.rx_meta, p.send_credits
-        m.submodules.rx_meta_q = p.rx_meta_q = rx_meta_q = fifo.SyncFIFOBuffered(width=RxMeta.size,
-                                                                                  depth=cc.rx_frames)
-        h = meta.payload.ainic
-        is_ack = h.opcode == FrameOpcode.ack
-        m.d.comb += [
-            meta.ready.eq(is_ack | rx_meta_q.w_rdy),
-            rx_meta_q.w_data.eq(meta.payload), rx_meta_q.w_en.eq(meta.valid & ~is_ack),
-            gate.limit_valid.eq(meta.valid & is_ack & (h.src_rank == p.next_rank)),
-            gate.limit_frames.eq(h.psn), gate.limit_beats.eq(h.offset),
-        ]
+    def _take_headers(self, m, p):
+        """Every data header from the parser waits in ``rx_meta_q`` (room for RX_FRAMES, which credits never
+        exceed; acks go to the link sender, not here). ``flush`` empties it and drops received payloads while
+        no collective runs (the link reset)."""
+        cc, meta = self.credits, self.rx_meta
+        m.submodules.rx_meta_q = p.rx_meta_q = rx_meta_q = ResetInserter(self.flush)(
+            fifo.SyncFIFOBuffered(width=RxMeta.size, depth=cc.rx_frames))
+        m.d.comb += [meta.ready.eq(rx_meta_q.w_rdy | self.flush),
+                     rx_meta_q.w_data.eq(meta.payload), rx_meta_q.w_en.eq(meta.valid & ~self.flush)]
 
     def _receive(self, m, p):
         """Received headers are checked against the receive queue's items (:class:`RxItemCheck`, OR of the
         mismatches in ``p.mismatch``); payloads go to the receive decompressor (reduce, final, scatter_end)
-        or to fork 2 (forward, last). Counts what this rank consumed (``p.used_frames``, ``p.used_beats``:
-        what its acks report) and its received data frames."""
+        or to fork 2 (forward, last). Once the deadline has run out (``p.aborting``) an item with no header
+        waiting takes a payload of zeros of its size instead (``synthetic``), so that every stage finishes.
+        Counts the data frames and bytes received (the completion's)."""
         rq, rx_check, rx_meta_q = p.q["receive"], p.rx_check, p.rx_meta_q
+        B = self.width // 8
         m.d.comb += [
             rx_check.items.valid.eq(rq.fifo.r_rdy), rx_check.items.payload.eq(rq.fifo.r_data),
             rx_check.s_meta.payload.eq(rx_meta_q.r_data), rx_check.s_meta.valid.eq(rx_meta_q.r_rdy),
-            rx_meta_q.r_en.eq(rx_check.s_meta.ready),
+            rx_meta_q.r_en.eq(rx_check.s_meta.ready), rx_check.bypass.eq(p.aborting),
         ]
         # the receive queue's current item is the checked one (RxItemCheck is combinational)
         checked = rx_check.checked
@@ -308,7 +307,24 @@ class CollectiveEngine(wiring.Component):
         p.mismatch = Signal(len(FIELDS))
         with m.If(checked_take & (checked.payload.mismatch != 0)):
             m.d.sync += p.mismatch.eq(p.mismatch | checked.payload.mismatch)
-        rx, d_rx, fork2 = self.rx_payload, p.d_rx, p.fork2
+        # the payload: the parser's, or zeros of the item's size for a synthetic item
+        synthetic = Signal()
+        zeros_left = Signal(range(4 * 1024 + 2 * B + 1))      # bytes of zeros still to give (MAX_P fp32 at most)
+        plen = payload_bytes(m, p.codec, checked.payload.item.count, "synthetic_plen")
+        rx = AxiStreamSignature(self.width).create(path=("rx_in",))
+        real = self.rx_payload
+        m.d.comb += [
+            rx.tdata.eq(Mux(synthetic, 0, real.tdata)),
+            rx.tkeep.eq(Mux(synthetic, keep_mask(Mux(zeros_left > B, B, zeros_left), B), real.tkeep)),
+            rx.tlast.eq(Mux(synthetic, zeros_left <= B, real.tlast)),
+            rx.tvalid.eq(Mux(synthetic, zeros_left != 0, real.tvalid)),
+            real.tready.eq((~synthetic & rx.tready) | self.flush),
+        ]
+        with m.If(synthetic & rx.tvalid & rx.tready):
+            m.d.sync += zeros_left.eq(Mux(zeros_left > B, zeros_left - B, 0))
+        with m.If(checked_take):                # (after the line above: a new item's size wins)
+            m.d.sync += [synthetic.eq(checked.payload.synthetic), zeros_left.eq(plen)]
+        d_rx, fork2 = p.d_rx, p.fork2
         t1 = _pass(m, rx, d_rx.s_axis, rq.kind_is(*SUMS), user=rq.item.count)
         t2 = _pass(m, rx, fork2.s_axis, rq.kind_is(FORWARD, LAST))
         m.d.comb += [
@@ -317,14 +333,11 @@ class CollectiveEngine(wiring.Component):
             fork2.enable_a.eq(rq.kind_is(FORWARD)), fork2.enable_b.eq(1),
         ]
         wiring.connect(m, d_rx.m_axis, p.ru.s_axis_a)
-        p.used_frames, p.used_beats = Signal(32), Signal(32)        # consumed here, since reset
-        rx_bytes = Signal(64)
+        rx_frames, rx_bytes = Signal(32), Signal(64)         # received here since reset
         rx_plen = payload_bytes(m, p.codec, rq.item.count, "rx_plen")
-        with m.If(t1 | t2):
-            m.d.sync += p.used_beats.eq(p.used_beats + 1)
-        with m.If(rq.done):
-            m.d.sync += [p.used_frames.eq(p.used_frames + 1), rx_bytes.eq(rx_bytes + FRAME_HEADER_BYTES + rx_plen)]
-        m.d.comb += [self.net.rx_frames.eq(p.used_frames), self.net.rx_bytes.eq(rx_bytes)]
+        with m.If(rq.done & ~synthetic):
+            m.d.sync += [rx_frames.eq(rx_frames + 1), rx_bytes.eq(rx_bytes + FRAME_HEADER_BYTES + rx_plen)]
+        m.d.comb += [self.net.rx_frames.eq(rx_frames), self.net.rx_bytes.eq(rx_bytes)]
 
     def _buffer_fork_branches(self, m, p):
         """FIFOs behind the forks' branches that wait on another stage (D_out for final and forwarded
@@ -339,60 +352,47 @@ class CollectiveEngine(wiring.Component):
 
     def _transmit(self, m, p):
         """Header record (:class:`TxHeaderGen`) + payload (fork 1 for own packets, fork 2 for forwarded
-        ones). A packet is sent only within the next rank's limits: one frame, and its payload's beats.
-        Counts the data frames sent."""
-        tq, tx_hdr, gate = p.q["transmit"], p.tx_hdr, p.send_credits
-        B = self.width // 8
-        next_item = data.View(Item, tq.fifo.r_data)
-        tx_plen = payload_bytes(m, p.codec, next_item.count, "tx_plen")
+        ones) to the link sender, which numbers the frame and holds it within the next rank's credits. The
+        header is offered only once the packet's first beat is there: from then on the payload needs nothing
+        from the network (received operands are whole in the parser's buffer), so a frame in the builder
+        never waits on a frame still to be received, and acks, nacks and resends are never stuck behind one.
+        Once the deadline has run out a new item's packet is taken and dropped (``sink``) instead. Counts the
+        data frames sent."""
+        tq, tx_hdr = p.q["transmit"], p.tx_hdr
+        sink, hdr_sent = Signal(), Signal()
+        take = tq.follow(tq.fifo.r_rdy, tq.fifo.r_data)
+        m.d.comb += tq.fifo.r_en.eq(take)
+        tp = self.tx_payload
+        fwd = tq.kind_is(FORWARD)
+        a1, a2 = p.fork1.m_axis_a, p.branch["f2a"]
+        src_valid, src_last = Mux(fwd, a2.tvalid, a1.tvalid), Mux(fwd, a2.tlast, a1.tlast)
         m.d.comb += [
-            gate.beats.eq((tx_plen + B - 1) >> (B.bit_length() - 1)),
-            tx_hdr.items.valid.eq(tq.fifo.r_rdy & tq.free & gate.ok), tx_hdr.items.payload.eq(tq.fifo.r_data),
-            tq.fifo.r_en.eq(tq.follow(tq.fifo.r_rdy & tx_hdr.items.ready & gate.ok, tq.fifo.r_data)),
-            gate.take.eq(tq.fifo.r_en),
+            tx_hdr.items.valid.eq(tq.have & ~hdr_sent & ~sink & src_valid & ~p.aborting),
+            tx_hdr.items.payload.eq(tq.item),
         ]
+        with m.If(tx_hdr.items.valid & tx_hdr.items.ready):
+            m.d.sync += hdr_sent.eq(1)
+        with m.If(take):
+            m.d.sync += [sink.eq(p.aborting), hdr_sent.eq(0)]
+        with m.Elif(tq.have & ~hdr_sent & ~sink & p.aborting):
+            m.d.sync += sink.eq(1)          # the header never left: drop the packet
         sent = tx_hdr.m_meta
+        wiring.connect(m, sent, wiring.flipped(self.tx_meta))
+        p.tx_waiting = tq.have & ~hdr_sent & ~sink & src_valid     # a header the link sender does not take
         tx_frames, tx_bytes = Signal(32), Signal(64)
         hdr_plen = payload_bytes(m, sent.payload.ainic.codec, sent.payload.ainic.count, "hdr_plen")
         with m.If(sent.valid & sent.ready):
             m.d.sync += [tx_frames.eq(tx_frames + 1), tx_bytes.eq(tx_bytes + FRAME_HEADER_BYTES + hdr_plen)]
         m.d.comb += [self.net.tx_frames.eq(tx_frames), self.net.tx_bytes.eq(tx_bytes)]
-        tp = self.tx_payload
-        fwd = tq.kind_is(FORWARD)
-        a1, a2 = p.fork1.m_axis_a, p.branch["f2a"]
+        out_ready = Mux(sink, 1, tp.tready & hdr_sent)
         m.d.comb += [
             tp.tdata.eq(Mux(fwd, a2.tdata, a1.tdata)), tp.tkeep.eq(Mux(fwd, a2.tkeep, a1.tkeep)),
-            tp.tlast.eq(Mux(fwd, a2.tlast, a1.tlast)),
-            tp.tvalid.eq(tq.have & Mux(fwd, a2.tvalid, a1.tvalid)),
-            a1.tready.eq(tq.kind_is(SEND, REDUCE, FINAL, GATHER) & tp.tready),
-            a2.tready.eq(fwd & tp.tready),
-            tq.done.eq(tp.tvalid & tp.tready & tp.tlast),
+            tp.tlast.eq(src_last),
+            tp.tvalid.eq(tq.have & ~sink & hdr_sent & src_valid),
+            a1.tready.eq(tq.kind_is(SEND, REDUCE, FINAL, GATHER) & out_ready),
+            a2.tready.eq(fwd & out_ready),
+            tq.done.eq(tq.have & src_valid & out_ready & src_last),
         ]
-
-    def _send_acks(self, m, p):
-        """Acks to the previous rank, one per ACK_EVERY consumed frames, go out on ``tx_meta`` between data
-        frames and before them; an ack reports what was consumed when it leaves (maybe a little more than
-        ACK_EVERY frames' worth) plus the receive buffer's size (contract/credits.py)."""
-        cc, h = self.credits, self.cfg.header
-        acked_at = Signal(32)
-        ack = Signal(TxMeta)
-        ah = ack.ainic
-        ack_due = Signal()
-        m.d.comb += [
-            ack_due.eq((p.used_frames - acked_at)[:32] >= cc.ack_every),
-            ah.version.eq(VERSION), ah.opcode.eq(FrameOpcode.ack),
-            ah.job.eq(h.job), ah.collective.eq(h.collective),
-            ah.src_rank.eq(h.rank), ah.dst_rank.eq(p.prev_rank),
-            ah.psn.eq(p.used_frames + cc.rx_frames), ah.offset.eq(p.used_beats + cc.advertised_beats(self.width)),
-            ack.dst_ip.eq(self.cfg.prev_ip), ack.dst_mac.eq(self.cfg.prev_mac),
-        ]
-        data_hdr, out = p.tx_hdr.m_meta, self.tx_meta
-        m.d.comb += [
-            out.payload.eq(Mux(ack_due, ack, data_hdr.payload)),
-            out.valid.eq(ack_due | data_hdr.valid), data_hdr.ready.eq(out.ready & ~ack_due),
-        ]
-        with m.If(ack_due & out.ready):
-            m.d.sync += acked_at.eq(acked_at + cc.ack_every)
 
     def _write_to_host(self, m, p):
         """D_out (final, gather, scatter_end from fork 1; forward, last from fork 2) -> DMA write. The write
@@ -433,17 +433,36 @@ class CollectiveEngine(wiring.Component):
 
     def _run_state(self, m, p):
         """``busy`` from ``start`` until the sequencer is done, every queue is empty and every write has been
-        answered; ``status`` (cleared by ``start``)."""
+        answered; ``status`` (cleared by ``start``). The deadline: ``cfg.deadline`` cycles in which no item
+        left the sequencer and no stage finished a packet start the abort (``p.aborting``): received packets
+        that will not come are made up, packets to send are dropped, and the run ends with ``status.timeout``
+        and ``status.stall`` (what was waiting when it ran out)."""
         running = Signal()
         all_idle = Signal()
         m.d.comb += all_idle.eq(_all(q.idle for q in p.q.values()))
+        quiet = Signal(32)
+        moved = (p.seq.items.valid & p.seq.items.ready) | _any(q.done for q in p.q.values())
+        stall = Signal(len(Stall))
+        timed_out = Signal()
+        out_of_time = running & ~p.aborting & (self.cfg.deadline != 0) & (quiet >= self.cfg.deadline)
+        rq = p.q["receive"]
+        with m.If(self.start | moved | ~running):
+            m.d.sync += quiet.eq(0)
+        with m.Else():
+            m.d.sync += quiet.eq(quiet + 1)
         with m.If(self.start):
-            m.d.sync += [running.eq(1), p.read_resp.eq(0), p.write_resp.eq(0), p.mismatch.eq(0), p.host_bytes.eq(0)]
+            m.d.sync += [running.eq(1), p.read_resp.eq(0), p.write_resp.eq(0), p.mismatch.eq(0), p.host_bytes.eq(0),
+                         p.aborting.eq(0), stall.eq(0), timed_out.eq(0)]
         with m.Elif(running & ~p.seq.busy & all_idle & (p.pending == 0)):
-            m.d.sync += running.eq(0)
+            m.d.sync += [running.eq(0), p.aborting.eq(0)]
+        with m.Elif(out_of_time):
+            m.d.sync += [p.aborting.eq(1), timed_out.eq(1),
+                         stall.eq(Cat((rq.fifo.r_rdy | rq.have) & ~p.rx_meta_q.r_rdy, p.tx_waiting,
+                                      (p.pending != 0) | p.q["own"].have))]
         st = self.status
         m.d.comb += [
             self.busy.eq(running),
             st.read_resp.eq(p.read_resp), st.write_resp.eq(p.write_resp), st.mismatch.eq(p.mismatch),
             st.overflow.eq(p.ru.stat_overflow), st.framing.eq(p.ru.stat_framing), st.host_bytes.eq(p.host_bytes),
+            st.timeout.eq(timed_out), st.stall.eq(stall),
         ]

@@ -19,8 +19,7 @@ class TxHeaderGen(wiring.Component):
     """For each item on ``items`` that sends (every kind but ``last``), one record on ``m_meta`` for the
     TxBuilder: the ainic header (docs/protocol.md) — opcode ``data`` in the reduce-scatter, ``result`` from
     the final phase on; ``last_of_chunk`` flag; src rank = ``cfg.rank``, dst rank = the next; chunk, count,
-    element offset; ``psn`` counting this link's frames from 0 at ``start`` — and the next rank's MAC and
-    IP. Items of kind ``last`` are taken and produce nothing. Combinational, one item per cycle."""
+    element offset; ``psn`` 0 (the link sender numbers the link's frames) — and the next rank's MAC and IP. Items of kind ``last`` are taken and produce nothing. Combinational, one item per cycle."""
 
     def __init__(self):
         super().__init__({
@@ -33,7 +32,6 @@ class TxHeaderGen(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         it, cfg = self.items.payload, self.cfg
-        psn = Signal(32)
         meta = self.m_meta.payload
         h = meta.ainic
         K = PhaseKind
@@ -46,13 +44,9 @@ class TxHeaderGen(wiring.Component):
             h.flags.eq(Mux(it.last_of_chunk, FrameFlag.last_of_chunk, 0)),
             h.job.eq(cfg.job), h.collective.eq(cfg.collective),
             h.src_rank.eq(cfg.rank), h.dst_rank.eq(Mux(cfg.rank == cfg.nodes - 1, 0, cfg.rank + 1)),
-            h.chunk.eq(it.chunk), h.count.eq(it.count), h.offset.eq(it.offset), h.psn.eq(psn),
+            h.chunk.eq(it.chunk), h.count.eq(it.count), h.offset.eq(it.offset),
             meta.dst_ip.eq(cfg.next_ip), meta.dst_mac.eq(cfg.next_mac),
             self.m_meta.valid.eq(self.items.valid & sends),
             self.items.ready.eq(self.m_meta.ready | ~sends),
         ]
-        with m.If(self.m_meta.valid & self.m_meta.ready):
-            m.d.sync += psn.eq(psn + 1)
-        with m.If(self.start):
-            m.d.sync += psn.eq(0)
         return m

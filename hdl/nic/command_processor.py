@@ -189,6 +189,7 @@ class CommandProcessor(wiring.Component):
         cfg = self.cfg
         s.desc = desc = Signal(Descriptor)
         s.status = Signal(8)
+        s.stall = Signal(8)
         s.cycles = Signal(64)
         s.timing = Signal()
         s.host_bytes = Signal(64)
@@ -212,7 +213,7 @@ class CommandProcessor(wiring.Component):
         s.record = record = Signal(CompletionRecord)
         phase = ~(s.cq_tail >> cfg.cq_size_log2[:4])[0]
         m.d.comb += [
-            record.status.eq(s.status), record.opcode.eq(desc.opcode), record.phase.eq(phase),
+            record.status.eq(s.status), record.stall.eq(s.stall), record.opcode.eq(desc.opcode), record.phase.eq(phase),
             record.sq_index.eq(s.sq_head), record.collective.eq(desc.collective), record.cycles.eq(s.cycles),
             record.tag.eq(desc.tag), record.host_bytes.eq(s.host_bytes),
             record.packets_sent.eq(s.net_delta.tx_frames), record.bytes_sent.eq(s.net_delta.tx_bytes),
@@ -269,7 +270,7 @@ class CommandProcessor(wiring.Component):
         is_collective = (desc.opcode != Opcode.copy) & (self.cfg.world_size > 1)
         s.sent_rd, s.sent_wr, s.use_loop = Signal(), Signal(), Signal()
         with m.State("CHECK"):
-            m.d.sync += [s.read_resp.eq(0), s.sent_rd.eq(0), s.sent_wr.eq(0), s.net0.eq(self.net),
+            m.d.sync += [s.read_resp.eq(0), s.sent_rd.eq(0), s.sent_wr.eq(0), s.net0.eq(self.net), s.stall.eq(0),
                          s.net_delta.eq(0),
                          s.use_loop.eq((desc.codec != Codec.none) & (desc.opcode == Opcode.copy))]
             with m.If(s.fetch_resp >= RESP_SLVERR):
@@ -325,10 +326,10 @@ class CommandProcessor(wiring.Component):
                 with m.Elif(es.write_resp >= RESP_SLVERR):
                     m.d.sync += s.status.eq(Mux(es.write_resp == RESP_SLVERR,
                                                 Status.write_slverr, Status.write_decerr))
+                with m.Elif(es.timeout):
+                    m.d.sync += [s.status.eq(Status.timeout), s.stall.eq(es.stall)]
                 with m.Elif(es.mismatch != 0):
                     m.d.sync += s.status.eq(Status.network_mismatch)
-                with m.Elif(es.timeout):
-                    m.d.sync += s.status.eq(Status.timeout)
                 with m.Else():
                     # what the engine wrote: the whole result, or the rank's own chunk (reduce-scatter)
                     m.d.sync += s.host_bytes.eq(es.host_bytes)

@@ -1,7 +1,9 @@
 """The NIC: registers, command processor, DMA engine, codec loop, collective engine, switch client and
 packet path."""
 
-from amaranth import Cat, Module, Mux, Signal
+from types import SimpleNamespace
+
+from amaranth import Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -14,6 +16,8 @@ from hdl.engine.switch_client import SwitchClient
 from hdl.host.axi import AxiLiteSignature, AxiSignature
 from hdl.host.dma_engine import DmaEngine
 from hdl.host.register_block import RegisterBlock
+from hdl.link.link_receiver import LinkReceiver
+from hdl.link.link_sender import LinkSender
 from hdl.nic.command_processor import CommandProcessor
 from hdl.packet.rx_parser import RxParser
 from hdl.packet.tx_builder import TxBuilder
@@ -44,10 +48,14 @@ class Nic(wiring.Component):
     Local copies run in the command processor with the DMA engine and codec loop; collective descriptors
     run in the :class:`CollectiveEngine` (algorithm ring) or the :class:`SwitchClient` (algorithm switch),
     which owns the DMA ports for their duration and talks to the network through the :class:`RxParser`
-    and :class:`TxBuilder`. Received ``aggregated`` frames go to the switch client (which drops them when
-    it is not running), every other accepted frame to the collective engine. Received frames wait in the parser's buffer until
-    the engine asks for them, so a peer may start earlier; receive credits (``contract/credits.py``)
-    keep every sender within that buffer, so ``s_axis_rx`` never has to push back on a MAC.
+    and :class:`TxBuilder`. The ring's frames travel over reliable links (contract/link.py): the
+    :class:`LinkSender` numbers, keeps and resends the engine's frames within the next rank's credits, the
+    :class:`LinkReceiver` tells the parser the psn it takes next and acknowledges to the previous rank;
+    ``CONTROL.link_reset`` holds both in reset. Received ``aggregated`` frames go to the switch client (which
+    drops them when it is not running), acks and nacks to the link sender, data and results to the
+    collective engine. Received frames wait in the parser's buffer until the engine asks for them, so a
+    peer may start earlier; receive credits (``contract/credits.py``) keep every sender within that buffer,
+    so ``s_axis_rx`` never has to push back on a MAC.
     """
 
     def __init__(self, width: int = 512, credits: cr.Credits = cr.DEFAULT):
@@ -66,6 +74,10 @@ class Nic(wiring.Component):
         m.submodules.client = cl = SwitchClient(W)
         m.submodules.rx = rx = RxParser(W, buffer_beats=self.credits.buffer_beats(W))
         m.submodules.tx = tx = TxBuilder(W)
+        link_reset = Signal()
+        m.d.comb += link_reset.eq(regs.cfg.control[2])
+        m.submodules.link_tx = ls = ResetInserter(link_reset)(LinkSender(W, self.credits))
+        m.submodules.link_rx = lr = ResetInserter(link_reset)(LinkReceiver(W, self.credits))
         wiring.connect(m, wiring.flipped(self.s_axil), regs.s_axil)
         wiring.connect(m, dma.m_axi, wiring.flipped(self.m_axi))
         m.d.comb += self.irq.eq(regs.irq)
@@ -94,7 +106,11 @@ class Nic(wiring.Component):
             cl.psn_set.eq(regs.strobe[1]),
             cl.psn_value.eq(regs.strobe_data[1]),
             st.agg_psn.eq(cl.psn), st.agg_dup_results.eq(cl.dup_results), st.agg_timeouts.eq(cl.timeouts),
-            st.retransmissions.eq(cl.net.retransmissions),
+            st.retransmissions.eq(cl.net.retransmissions + ls.retransmissions),
+            st.link_tx_psn.eq(ls.psn), st.link_tx_unacked.eq(ls.unacked), st.link_rx_psn.eq(lr.expect),
+            st.link_timeouts.eq(ls.timeouts), st.link_nacks_received.eq(ls.nacks_received),
+            st.link_probes.eq(ls.probes),
+            st.link_nacks_sent.eq(lr.nacks_sent), st.link_acks_sent.eq(lr.acks_sent),
         ]
 
         # -- the DMA engine's user: the command processor, or the engine running the collective -----------------
@@ -128,7 +144,11 @@ class Nic(wiring.Component):
                      prev_mac.eq(Cat(c.peer_mac_lo[prv], c.peer_mac_hi[prv][:16])), prev_ip.eq(c.peer_ip[prv])]
         ec, h, d = eng.cfg, eng.cfg.header, cmd.desc
         m.d.comb += [
-            ec.plan.eq(cmd.plan), ec.prev_ip.eq(prev_ip), ec.prev_mac.eq(prev_mac), ec.src.eq(d.src), ec.dst.eq(d.dst),
+            ec.plan.eq(cmd.plan), ec.prev_ip.eq(prev_ip), ec.src.eq(d.src), ec.dst.eq(d.dst),
+            ec.deadline.eq(c.ring_deadline), eng.flush.eq(link_reset & ~eng.busy),
+            lr.cfg.rank.eq(c.rank), lr.cfg.prev_rank.eq(prv), lr.cfg.job.eq(c.job_id),
+            lr.cfg.prev_mac.eq(prev_mac), lr.cfg.prev_ip.eq(prev_ip),
+            ls.cfg.timeout.eq(c.retx_timeout), ls.cfg.backoff_max.eq(c.retx_backoff_max),
             h.rank.eq(c.rank), h.nodes.eq(c.world_size), h.codec.eq(d.codec), h.dtype.eq(d.dtype),
             h.job.eq(c.job_id), h.collective.eq(d.collective), h.next_mac.eq(next_mac), h.next_ip.eq(next_ip),
             eng.start.eq(cmd.engine_start & ~use_sw),
@@ -151,12 +171,31 @@ class Nic(wiring.Component):
             rx.cfg_mac.eq(local_mac), rx.cfg_ip.eq(c.local_ip), rx.cfg_udp_port.eq(c.udp_port), rx.cfg_rank.eq(c.rank),
             tx.cfg_mac.eq(local_mac), tx.cfg_ip.eq(c.local_ip), tx.cfg_udp_port.eq(c.udp_port),
         ]
+        m.d.comb += [rx.seq_enable.eq(1), rx.seq_block.eq(link_reset), rx.seq_expect.eq(lr.expect),
+                     lr.seq_accepted.eq(rx.seq_accepted), lr.seq_duplicate.eq(rx.seq_duplicate),
+                     lr.seq_out_of_order.eq(rx.seq_out_of_order)]
         wiring.connect(m, wiring.flipped(self.s_axis_rx), rx.s_axis)
-        self._route_received(m, rx, eng, cl)
-        self._share_transmit(m, tx, eng, cl)
+        self._route_received(m, rx, eng, cl, ls, nxt)
+        ep = eng.rx_payload           # what the engine took from the parser: consumed (the receiver's credit)
+        m.d.comb += [lr.consumed_beats.eq(ep.tvalid & ep.tready), lr.consumed.eq(ep.tvalid & ep.tready & ep.tlast)]
+        # the engine's frames through the link sender; its output held while the link is in reset
+        wiring.connect(m, eng.tx_meta, ls.s_meta)
+        wiring.connect(m, eng.tx_payload, ls.s_payload)
+        wiring.connect(m, lr.m_ack, ls.s_ack_out)
+        ring = SimpleNamespace(tx_meta=ls.m_meta.signature.create(path=("ring_tx_meta",)), tx_payload=ls.m_payload)
+        m.d.comb += [ring.tx_meta.payload.eq(ls.m_meta.payload), ring.tx_meta.valid.eq(ls.m_meta.valid & ~link_reset),
+                     ls.m_meta.ready.eq(ring.tx_meta.ready & ~link_reset)]
+        self._share_transmit(m, tx, ring, cl)
         wiring.connect(m, tx.m_axis, wiring.flipped(self.m_axis_tx))
 
         # -- network counters: registers (every frame on the ports, acks included) -----------------------------
+        ring_net = Signal.like(eng.net)
+        m.d.comb += [ring_net.eq(eng.net), ring_net.retransmissions.eq(ls.retransmissions)]
+        ring_timeouts, was_busy = Signal(32), Signal()
+        m.d.sync += was_busy.eq(eng.busy)
+        with m.If(was_busy & ~eng.busy & eng.status.timeout):
+            m.d.sync += ring_timeouts.eq(ring_timeouts + 1)
+        m.d.comb += st.ring_timeouts.eq(ring_timeouts)
         tx_frames = Signal(32)
         tx_bytes, rx_bytes = Signal(32), Signal(32)
         for port, nbytes, name in ((self.m_axis_tx, tx_bytes, "tx"), (self.s_axis_rx, rx_bytes, "rx")):
@@ -167,7 +206,7 @@ class Nic(wiring.Component):
             m.d.sync += tx_frames.eq(tx_frames + 1)
         m.d.comb += [
             # a completion counts its collective's data frames (acks apart)
-            cmd.net.eq(Mux(use_sw, cl.net.as_value(), eng.net.as_value())),
+            cmd.net.eq(Mux(use_sw, cl.net.as_value(), ring_net.as_value())),
             st.tx_frames.eq(tx_frames), st.tx_bytes.eq(tx_bytes),
             st.rx_accepted.eq(rx.stat_accepted), st.rx_bytes.eq(rx_bytes),
         ]
@@ -175,20 +214,28 @@ class Nic(wiring.Component):
             m.d.comb += getattr(st, f"rx_drop_{reason.name}").eq(rx.stat_drops[reason])
         return m
 
-    def _route_received(self, m, rx, eng, cl):
-        """Accepted frames: ``aggregated`` ones to the switch client, the rest to the collective engine. Records
-        pass on at once (the engine queues data records and takes acks at once, so an ack is never stuck
-        behind data); a FIFO of destinations, one entry per record with a payload, sends each payload after
-        its record (room for every record the credits allow, and one for the switch client)."""
+    def _route_received(self, m, rx, eng, cl, ls, next_rank):
+        """Accepted frames: ``aggregated`` ones to the switch client, the next rank's acks and nacks to the link
+        sender (taken at once), data and results to the collective engine. Records pass on at once (the
+        engine queues data records, so an ack is never stuck behind data); a FIFO of destinations, one entry
+        per record with a payload, sends each payload after its record (room for every record the credits
+        allow, and one for the switch client)."""
         meta, pay = rx.m_meta, rx.m_axis
         m.submodules.rx_route = route = fifo.SyncFIFOBuffered(width=1, depth=self.credits.rx_frames + 2)
-        to_switch = meta.payload.ainic.opcode == FrameOpcode.aggregated
-        has_payload = Cat(*[meta.payload.ainic.opcode == op for op in DATA_OPCODES]).any()
+        a = meta.payload.ainic
+        to_switch = a.opcode == FrameOpcode.aggregated
+        to_link = (a.opcode == FrameOpcode.ack) | (a.opcode == FrameOpcode.nack)
+        has_payload = Cat(*[a.opcode == op for op in DATA_OPCODES]).any()
         room = route.w_rdy | ~has_payload
-        for dst, sel in ((cl, to_switch), (eng, ~to_switch)):
+        for dst, sel in ((cl, to_switch), (eng, ~to_switch & ~to_link)):
             m.d.comb += [dst.rx_meta.payload.eq(meta.payload), dst.rx_meta.valid.eq(meta.valid & sel & room)]
-        m.d.comb += [meta.ready.eq(room & Mux(to_switch, cl.rx_meta.ready, eng.rx_meta.ready)),
-                     route.w_data.eq(to_switch), route.w_en.eq(meta.valid & meta.ready & has_payload)]
+        m.d.comb += [
+            ls.ack.valid.eq(meta.valid & to_link & (a.src_rank == next_rank)),
+            ls.ack.payload.nack.eq(a.opcode == FrameOpcode.nack), ls.ack.payload.psn.eq(a.psn),
+            ls.ack.payload.room.eq(a.count), ls.ack.payload.beats.eq(a.offset),
+            meta.ready.eq(room & Mux(to_switch, cl.rx_meta.ready, Mux(to_link, 1, eng.rx_meta.ready))),
+            route.w_data.eq(to_switch), route.w_en.eq(meta.valid & meta.ready & has_payload),
+        ]
         pay_to_switch = route.r_data
         for dst, sel in ((cl, pay_to_switch), (eng, ~pay_to_switch)):
             p = dst.rx_payload

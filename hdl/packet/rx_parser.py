@@ -1,5 +1,7 @@
 """Receive parser: validates Ethernet/IPv4/UDP/ainic frames, drops bad ones whole, realigns the payload."""
 
+from types import SimpleNamespace
+
 from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
@@ -41,6 +43,11 @@ class RxParser(wiring.Component):
     * Throughput: one beat per cycle on ``s_axis`` for back-to-back frames while the outputs keep up.
     * Latency: the payload's first beat leaves 3 cycles after the frame's last beat.
     * Backpressure: ``s_axis.tready`` is a registered check of buffer room; nothing accepted is lost.
+    * Sequence check (the ring's reliable link, contract/link.py), while ``seq_enable``: a data or result
+      frame that passes every other check is accepted only if its ``psn`` is ``seq_expect`` and
+      ``seq_block`` is low; else it is dropped as ``link_down``, ``duplicate`` (an older psn) or
+      ``out_of_order`` (a newer one), and its payload is not written from the moment its header is in.
+      ``seq_accepted``, ``seq_duplicate`` and ``seq_out_of_order`` pulse with each verdict of the kind.
     """
 
     def __init__(self, width: int = 512, buffer_beats: int = None):
@@ -59,6 +66,12 @@ class RxParser(wiring.Component):
             "cfg_ip": In(32),
             "cfg_udp_port": In(16, init=UDP_PORT),
             "cfg_rank": In(16),
+            "seq_enable": In(1),
+            "seq_block": In(1),
+            "seq_expect": In(32),
+            "seq_accepted": Out(1),
+            "seq_duplicate": Out(1),
+            "seq_out_of_order": Out(1),
             "stat_accepted": Out(32),
             "stat_drops": Out(data.ArrayLayout(32, len(DropReason))),
         })
@@ -86,6 +99,8 @@ class RxParser(wiring.Component):
 
         beat = Signal(range(max(K + 1, 2)))            # beat index, saturating at K
         hdr = Signal(8 * B * K)
+        h = data.View(FrameHeader, network_order(hdr[:8 * FRAME_HEADER_BYTES], FRAME_HEADER_BYTES))
+        seq = self._sequence(m, h.ainic)
         length = Signal(16)                             # frame bytes so far (saturating)
         err = Signal()
         prev_tail = Signal(8 * (B - o))                 # bytes o.. of the previous beat
@@ -118,7 +133,7 @@ class RxParser(wiring.Component):
                 prev_tail.eq(s.tdata[8 * o:]),
             ]
             head_keep = Mux(count < o, count, o)
-            with m.If((beat == K) & ~capped):
+            with m.If((beat == K) & ~capped & ~seq.bad):     # a frame out of sequence takes no room
                 # a payload beat: the previous beat's tail, then this beat's first o bytes
                 full = s.tlast & (count <= o)
                 m.d.comb += [
@@ -141,7 +156,6 @@ class RxParser(wiring.Component):
                 ]
 
         # -- verdict ------------------------------------------------------------------------------------
-        h = data.View(FrameHeader, network_order(hdr[:8 * FRAME_HEADER_BYTES], FRAME_HEADER_BYTES))
         ip_at, udp_at = ETH_BYTES, ETH_BYTES + IPV4_BYTES
         csum_ok = ipv4_checksum_ok(m, hdr[8 * ip_at:8 * udp_at])
         a, ip, udp, eth = h.ainic, h.ipv4, h.udp, h.eth
@@ -170,6 +184,9 @@ class RxParser(wiring.Component):
                            | ((a.dtype == Dtype.int32) & (a.codec != Codec.none)),
             R.count: Mux(data_op, (a.count == 0) | (a.count > MAX_P) | (payload_len != need), payload_len != 0),
             R.dst_rank: a.dst_rank != self.cfg_rank,
+            R.link_down: seq.ring & self.seq_block,
+            R.duplicate: seq.ring & seq.older,
+            R.out_of_order: seq.ring & seq.newer,
         }
         assert list(fails) == list(DropReason)
         reason = Signal(range(len(DropReason) + 1))
@@ -186,11 +203,13 @@ class RxParser(wiring.Component):
             meta.w_data.eq(record),
         ]
         with m.If(pending):
-            with m.If(flush):
+            m.d.comb += [self.seq_accepted.eq(accept & seq.ring), self.seq_duplicate.eq(reason == R.duplicate),
+                         self.seq_out_of_order.eq(reason == R.out_of_order)]
+            with m.If(flush & ~seq.bad):
                 m.d.comb += [wr_en.eq(1), wr_data.eq(Cat(flush_data, C(0, 8 * o),
                                                          Cat(*[Mux(i < flush_keep, 1, 0) for i in range(B)]), 1))]
             with m.If(accept):
-                m.d.sync += [wr_ptr.eq(wr_ptr + flush), commit.eq(wr_ptr + flush),
+                m.d.sync += [wr_ptr.eq(wr_ptr + flush), commit.eq(wr_ptr + flush),   # (accept: seq.bad is 0)
                              self.stat_accepted.eq(self.stat_accepted + 1)]
                 m.d.comb += meta.w_en.eq(1)
             with m.Else():
@@ -218,3 +237,17 @@ class RxParser(wiring.Component):
             meta.r_en.eq(self.m_meta.ready),
         ]
         return m
+
+    def _sequence(self, m, a):
+        """The sequence check of the header ``a`` (the reliable link's receive rule): ``ring`` (a data or
+        result frame while ``seq_enable``), ``older``/``newer`` than ``seq_expect``, ``bad`` (any reason to
+        drop it: blocked, older or newer)."""
+        ring, older, newer, bad = (Signal(name=f"seq_{n}") for n in ("ring", "older", "newer", "bad"))
+        diff = Signal(32, name="seq_diff")
+        m.d.comb += [
+            ring.eq(self.seq_enable & ((a.opcode == FrameOpcode.data) | (a.opcode == FrameOpcode.result))),
+            diff.eq(a.psn - self.seq_expect),
+            older.eq(diff[31]), newer.eq(~diff[31] & (diff != 0)),
+            bad.eq(ring & (self.seq_block | older | newer)),
+        ]
+        return SimpleNamespace(ring=ring, older=older, newer=newer, bad=bad)

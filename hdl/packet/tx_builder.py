@@ -4,12 +4,14 @@ from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from contract.enums import DATA_OPCODES
 from contract.protocol import (
     ETHERTYPE_IPV4,
     FRAME_HEADER_BYTES,
     HEADER_BYTES,
     IP_PROTOCOL_UDP,
     IPV4_BYTES,
+    MAX_P,
     UDP_BYTES,
     UDP_PORT,
 )
@@ -26,8 +28,9 @@ class TxBuilder(wiring.Component):
     IPv4 (IHL 5, DF, TTL 64, identification 0, checksum computed), UDP (both ports ``cfg_udp_port``,
     checksum 0, see docs/protocol.md), the ainic header, then the payload from ``s_axis``.
 
-    * The payload stream must carry exactly ``codec_bytes(codec, count)`` bytes (none for a header-only
-      frame: then ``s_axis`` is not read); lengths in the headers come from ``count`` and ``codec``.
+    * The payload stream must carry exactly ``codec_bytes(codec, count)`` bytes for an opcode that carries a
+      payload (``DATA_OPCODES``), none for the others (acks and nacks: ``s_axis`` is not read, whatever
+      ``count`` says); lengths in the headers come from the opcode, ``count`` and ``codec``.
     * Bit-exact with ``host_driver.models.protocol.build_frame`` for the same fields.
     * Throughput: one beat per cycle on ``m_axis`` for back-to-back frames while the payload keeps up;
       the next record is taken in the cycle the previous frame's last beat leaves.
@@ -55,7 +58,10 @@ class TxBuilder(wiring.Component):
         pin, out = self.s_axis, self.m_axis
 
         # -- the header of the frame offered on s_meta -----------------------------------------------------
-        plen = payload_bytes(m, meta.ainic.codec, meta.ainic.count, "tx_plen")
+        # acks and nacks carry no payload whatever their count says (the ring link's credit, contract/link.py)
+        carries = Cat(*[meta.ainic.opcode == op for op in DATA_OPCODES]).any()
+        plen = Signal(range(4 * MAX_P + 1), name="tx_plen")
+        m.d.comb += plen.eq(Mux(carries, payload_bytes(m, meta.ainic.codec, meta.ainic.count, "tx_count_bytes"), 0))
         hv = Signal(FrameHeader)
         m.d.comb += [
             hv.eth.dst.eq(meta.dst_mac), hv.eth.src.eq(self.cfg_mac), hv.eth.ethertype.eq(ETHERTYPE_IPV4),

@@ -41,11 +41,14 @@ class ClusterBench(wiring.Component):
     the logic that depends combinationally on the top's inputs twice per clock cycle; with registered
     inputs that is almost none of it (4x faster at N = 4, W = 512).
 
+    Every link ends in a :class:`FaultInjector` (at the switch's ingress for uplink i, at NIC i's receive
+    port for downlink i; thresholds ``fault_drop`` / ``fault_dup`` / ``fault_corrupt`` for all, seeds
+    ``n<i>_up_seed`` / ``n<i>_down_seed``, counters ``n<i>_up_faults`` / ``n<i>_down_faults``: dropped,
+    duplicated, corrupted). ``n<i>_link_down`` drops every frame on both of NIC i's links (a dead peer);
+    ``n<i>_reset`` resets NIC i alone (its host memory keeps its contents).
+
     With ``aggregation``, the centre is an :class:`AggregationSwitch` (configured through the ``sw_*``
-    ports, its counters on ``sw_stats``, port i's address ``n<i>_mac`` / ``n<i>_ip``) and every link ends in
-    a :class:`FaultInjector` (at the switch's ingress for uplink i, at NIC i's receive port for downlink i;
-    thresholds ``fault_drop`` / ``fault_dup`` / ``fault_corrupt`` for all, seeds ``n<i>_up_seed`` /
-    ``n<i>_down_seed``, counters ``n<i>_up_faults`` / ``n<i>_down_faults``: dropped, duplicated, corrupted).
+    ports, its counters on ``sw_stats``, port i's address ``n<i>_mac`` / ``n<i>_ip``).
     """
 
     def __init__(self, nodes: int, width: int = 512, nic_module: str = "ainic_nic_w512", addr_bits: int = 24,
@@ -59,18 +62,21 @@ class ClusterBench(wiring.Component):
         self.addr_bits = addr_bits
         self.link_depth = link_depth
         self.aggregation = aggregation
-        members = {"link_latency": In(16), "link_rate": In(16), "sw_unknown": Out(32), "capture": In(1)}
+        members = {"link_latency": In(16), "link_rate": In(16), "sw_unknown": Out(32), "capture": In(1),
+                   "fault_drop": In(16), "fault_dup": In(16), "fault_corrupt": In(16)}
         if aggregation:
             members.update({
                 "sw_mac": In(48), "sw_ip": In(32), "sw_jobs": In(data.ArrayLayout(JobEntry, SWITCH_JOBS)),
                 "sw_clear": In(1), "sw_clear_base": In(POOL_BITS), "sw_clear_count": In(POOL_BITS + 1),
                 "sw_clearing": Out(1), "sw_stats": Out(stats_layout(nodes, SWITCH_JOBS)),
-                "fault_drop": In(16), "fault_dup": In(16), "fault_corrupt": In(16),
             })
             for i in range(nodes):
-                members.update({f"n{i}_ip": In(32), f"n{i}_up_seed": In(32, init=1), f"n{i}_down_seed": In(32, init=1),
-                                f"n{i}_up_faults": Out(data.ArrayLayout(32, 3)),
-                                f"n{i}_down_faults": Out(data.ArrayLayout(32, 3))})
+                members[f"n{i}_ip"] = In(32)
+        for i in range(nodes):
+            members.update({f"n{i}_up_seed": In(32, init=1), f"n{i}_down_seed": In(32, init=1),
+                            f"n{i}_up_faults": Out(data.ArrayLayout(32, 3)),
+                            f"n{i}_down_faults": Out(data.ArrayLayout(32, 3)),
+                            f"n{i}_link_down": In(1), f"n{i}_reset": In(1)})
         for i in range(nodes):
             members[f"n{i}_s_axil"] = In(AxiLiteSignature((rm.SPAN - 1).bit_length()))
             members[f"n{i}_irq"] = Out(1)
@@ -100,10 +106,10 @@ class ClusterBench(wiring.Component):
                          sw.cfg_jobs.eq(registered(self.sw_jobs)), sw.cfg_clear.eq(registered(self.sw_clear)),
                          sw.cfg_clear_base.eq(registered(self.sw_clear_base)),
                          sw.cfg_clear_count.eq(registered(self.sw_clear_count))]
-            faults = [registered(self.fault_drop), registered(self.fault_dup), registered(self.fault_corrupt)]
         else:
-            m.submodules.switch = sw = EthernetSwitch(N, W)
+            m.submodules.switch = sw = EthernetSwitch(N, W, user_width=1)   # a corrupted frame keeps its mark
             m.d.comb += self.sw_unknown.eq(sw.stat_unknown)
+        faults = [registered(self.fault_drop), registered(self.fault_dup), registered(self.fault_corrupt)]
         link_latency, link_rate = registered(self.link_latency), registered(self.link_rate)
         capture = registered(self.capture)
         sig = nic_signature(W)
@@ -112,7 +118,8 @@ class ClusterBench(wiring.Component):
             ports = {}
             for path, member, value in sig.flatten(nic):
                 ports[("o_" if member.flow == Out else "i_") + "__".join(map(str, path))] = value
-            m.submodules[f"nic{i}"] = Instance(self.nic_module, i_clk=ClockSignal(), i_rst=ResetSignal(),
+            nic_reset = registered(getattr(self, f"n{i}_reset"))
+            m.submodules[f"nic{i}"] = Instance(self.nic_module, i_clk=ClockSignal(), i_rst=ResetSignal() | nic_reset,
                                                **ports)
             m.submodules[f"axil{i}"] = axil = AxiLiteSlice((rm.SPAN - 1).bit_length())
             wiring.connect(m, wiring.flipped(getattr(self, f"n{i}_s_axil")), axil.s)
@@ -121,7 +128,7 @@ class ClusterBench(wiring.Component):
             add_host_memory(m, f"memory{i}", nic.m_axi, self, f"n{i}_mem_", W, self.addr_bits,
                             f"hostmem{i}_load.bin", f"hostmem{i}_dump.hex", registered=True)
             m.submodules[f"up{i}"] = up = LinkModel(W, self.link_depth)
-            m.submodules[f"down{i}"] = down = LinkModel(W, self.link_depth)
+            m.submodules[f"down{i}"] = down = LinkModel(W, self.link_depth, user_width=1)
             for link in (up, down):
                 m.d.comb += [link.cfg_latency.eq(link_latency), link.cfg_rate.eq(link_rate)]
             wiring.connect(m, nic.m_axis_tx, up.s_axis)
@@ -132,34 +139,36 @@ class ClusterBench(wiring.Component):
                 i_tvalid=tx.tvalid, i_tready=tx.tready)
             rx = nic.s_axis_rx
             mac = registered(getattr(self, f"n{i}_mac"))
+            # every link ends in a fault injector: uplink i at switch port i, downlink i at NIC i
+            link_down = registered(getattr(self, f"n{i}_link_down"))
+            injectors = []
+            for name, link, seed in (("up", up, f"n{i}_up_seed"), ("down", down, f"n{i}_down_seed")):
+                m.submodules[f"{name}_faults{i}"] = inj = FaultInjector(W)
+                src = link.m_axis
+                m.d.comb += [inj.s_axis.tdata.eq(src.tdata), inj.s_axis.tkeep.eq(src.tkeep),
+                             inj.s_axis.tlast.eq(src.tlast),
+                             inj.s_axis.tuser.eq(src.tuser if name == "down" else 0),
+                             inj.s_axis.tvalid.eq(src.tvalid), src.tready.eq(inj.s_axis.tready),
+                             inj.cfg_seed.eq(registered(getattr(self, seed))), inj.cfg_drop.eq(faults[0]),
+                             inj.cfg_dup.eq(faults[1]), inj.cfg_corrupt.eq(faults[2]), inj.cfg_drop_all.eq(link_down)]
+                counters = getattr(self, f"n{i}_{name}_faults")
+                m.d.comb += [counters[0].eq(inj.stat_dropped), counters[1].eq(inj.stat_duplicated),
+                             counters[2].eq(inj.stat_corrupted)]
+                injectors.append(inj)
+            o = getattr(sw, f"m_axis_{i}")
+            m.d.comb += [down.s_axis.tdata.eq(o.tdata), down.s_axis.tkeep.eq(o.tkeep),
+                         down.s_axis.tlast.eq(o.tlast), down.s_axis.tvalid.eq(o.tvalid),
+                         down.s_axis.tuser.eq(o.tuser),
+                         o.tready.eq(down.s_axis.tready)]
             if self.aggregation:
-                # every link ends in a fault injector: uplink i at switch port i, downlink i at NIC i
-                injectors = []
-                for name, link, seed in (("up", up, f"n{i}_up_seed"), ("down", down, f"n{i}_down_seed")):
-                    m.submodules[f"{name}_faults{i}"] = inj = FaultInjector(W)
-                    s = inj.s_axis
-                    m.d.comb += [s.tdata.eq(link.m_axis.tdata), s.tkeep.eq(link.m_axis.tkeep),
-                                 s.tlast.eq(link.m_axis.tlast), s.tuser.eq(0), s.tvalid.eq(link.m_axis.tvalid),
-                                 link.m_axis.tready.eq(s.tready),
-                                 inj.cfg_seed.eq(registered(getattr(self, seed))), inj.cfg_drop.eq(faults[0]),
-                                 inj.cfg_dup.eq(faults[1]), inj.cfg_corrupt.eq(faults[2])]
-                    counters = getattr(self, f"n{i}_{name}_faults")
-                    m.d.comb += [counters[0].eq(inj.stat_dropped), counters[1].eq(inj.stat_duplicated),
-                                 counters[2].eq(inj.stat_corrupted)]
-                    injectors.append(inj)
                 wiring.connect(m, injectors[0].m_axis, getattr(sw, f"s_axis_{i}"))
-                o = getattr(sw, f"m_axis_{i}")
-                m.d.comb += [down.s_axis.tdata.eq(o.tdata), down.s_axis.tkeep.eq(o.tkeep),
-                             down.s_axis.tlast.eq(o.tlast), down.s_axis.tvalid.eq(o.tvalid),
-                             o.tready.eq(down.s_axis.tready),
-                             sw.cfg_port_mac[i].eq(mac), sw.cfg_port_ip[i].eq(registered(getattr(self, f"n{i}_ip")))]
-                d = injectors[1].m_axis
-                m.d.comb += rx.tuser.eq(d.tuser)
+                m.d.comb += [sw.cfg_port_mac[i].eq(mac), sw.cfg_port_ip[i].eq(registered(getattr(self, f"n{i}_ip")))]
             else:
-                wiring.connect(m, up.m_axis, getattr(sw, f"s_axis_{i}"))
-                wiring.connect(m, getattr(sw, f"m_axis_{i}"), down.s_axis)
-                m.d.comb += [sw.cfg_mac[i].eq(mac), rx.tuser.eq(0)]
-                d = down.m_axis
+                u, p = injectors[0].m_axis, getattr(sw, f"s_axis_{i}")
+                wiring.connect(m, u, p)
+                m.d.comb += sw.cfg_mac[i].eq(mac)
+            d = injectors[1].m_axis
+            m.d.comb += rx.tuser.eq(d.tuser)
             m.d.comb += [rx.tdata.eq(d.tdata), rx.tkeep.eq(d.tkeep), rx.tlast.eq(d.tlast),
                          rx.tvalid.eq(d.tvalid), d.tready.eq(rx.tready),
                          getattr(self, f"n{i}_up_frames").eq(up.stat_frames),

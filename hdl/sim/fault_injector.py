@@ -23,7 +23,8 @@ class FaultInjector(wiring.Component):
     * The generator starts from ``cfg_seed`` (taken while no frame has passed since reset or since
       ``cfg_load``) and steps twice per frame, at its first beat: the first step decides drop (bits 15:0
       against ``cfg_drop``) and corruption (bits 31:16 against ``cfg_corrupt``), the second duplication
-      (bits 15:0 against ``cfg_dup``). Thresholds are probabilities times 65536.
+      (bits 15:0 against ``cfg_dup``). Thresholds are probabilities times 65536. ``cfg_drop_all``: every frame
+      that starts while it is high is dropped (a dead link; the generator steps as usual).
     * Dropped: the frame is taken and nothing leaves. Corrupted: its last beat leaves with ``tuser`` set
       and bit 0 of its byte 0 inverted (a MAC reports a bad FCS on ``tuser``). Duplicated: the frame, as
       it left, leaves again right behind it (it is kept in a buffer of one largest frame as it passes).
@@ -43,6 +44,7 @@ class FaultInjector(wiring.Component):
             "cfg_drop": In(16),
             "cfg_dup": In(16),
             "cfg_corrupt": In(16),
+            "cfg_drop_all": In(1),
             "stat_frames": Out(32),
             "stat_dropped": Out(32),
             "stat_duplicated": Out(32),
@@ -59,7 +61,7 @@ class FaultInjector(wiring.Component):
         current = Mux(seeded & ~self.cfg_load, state, self.cfg_seed)
         step1 = xorshift32(m, current, "fault_step1")
         step2 = xorshift32(m, step1, "fault_step2")
-        drop_new = step1[:16] < self.cfg_drop
+        drop_new = (step1[:16] < self.cfg_drop) | self.cfg_drop_all
         corrupt_new = ~drop_new & (step1[16:] < self.cfg_corrupt)
         dup_new = ~drop_new & (step2[:16] < self.cfg_dup)
 

@@ -18,15 +18,17 @@ class LinkModel(wiring.Component):
       in a FIFO of ``depth`` beats until their time has come, so a link carries latency x rate bytes in
       flight without stalling: choose ``depth`` >= latency + a frame.
     * Frames are never dropped or reordered; backpressure on ``m_axis`` fills the FIFO and then stops
-      ``s_axis``. ``stat_frames`` / ``stat_bytes`` count what entered.
+      ``s_axis``. ``stat_frames`` / ``stat_bytes`` count what entered. With ``user_width``, ``tuser`` travels
+      with every beat (a frame's MAC-error mark stays on it).
     """
 
-    def __init__(self, width: int = 512, depth: int = 1024):
+    def __init__(self, width: int = 512, depth: int = 1024, user_width: int = 0):
         self.width = check_width(width, self)
         self.depth = depth
+        self.user_width = user_width
         super().__init__({
-            "s_axis": In(AxiStreamSignature(width)),
-            "m_axis": Out(AxiStreamSignature(width)),
+            "s_axis": In(AxiStreamSignature(width, user_width)),
+            "m_axis": Out(AxiStreamSignature(width, user_width)),
             "cfg_latency": In(16),
             "cfg_rate": In(16),
             "cfg_overhead": In(8, init=24),
@@ -39,7 +41,7 @@ class LinkModel(wiring.Component):
         W = self.width
         B = W // 8
         s, o = self.s_axis, self.m_axis
-        entry = data.StructLayout({"tdata": W, "tkeep": B, "tlast": 1, "due": 32})
+        entry = data.StructLayout({"tdata": W, "tkeep": B, "tlast": 1, "tuser": max(1, self.user_width), "due": 32})
         m.submodules.q = q = fifo.SyncFIFOBuffered(width=entry.size, depth=self.depth)
         now = Signal(32)
         m.d.sync += now.eq(now + 1)
@@ -65,6 +67,7 @@ class LinkModel(wiring.Component):
         new = Signal(entry)
         m.d.comb += [
             new.tdata.eq(s.tdata), new.tkeep.eq(s.tkeep), new.tlast.eq(s.tlast),
+            new.tuser.eq(s.tuser if self.user_width else 0),
             new.due.eq(now + self.cfg_latency),
             q.w_data.eq(new),
             s.tready.eq(q.w_rdy & (unlimited | (balance > 0))),
@@ -80,6 +83,7 @@ class LinkModel(wiring.Component):
         due = (now - head.due).as_signed() >= 0          # wrap-safe comparison
         m.d.comb += [
             o.tdata.eq(head.tdata), o.tkeep.eq(head.tkeep), o.tlast.eq(head.tlast),
+            *([o.tuser.eq(head.tuser)] if self.user_width else []),
             o.tvalid.eq(q.r_rdy & due),
             q.r_en.eq(o.tvalid & o.tready),
         ]

@@ -13,6 +13,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Packet, bind_layers
 
 from contract.enums import DATA_OPCODES, Codec, DropReason, Dtype, FrameOpcode
+from contract.link import psn_diff
 from contract.protocol import (
     BFP_MANTISSA_BITS,
     ETH_BYTES,
@@ -126,8 +127,10 @@ def _ip_checksum_ok(hdr: bytes) -> bool:
 
 
 def check_frame(frame: bytes, mac_error: bool = False, *, nic_mac=NIC_MAC, nic_ip=NIC_IP, udp_port=UDP_PORT,
-                rank=NIC_RANK) -> Verdict:
-    """The reference verdict for one received frame (no FCS): what the RTL parser must decide."""
+                rank=NIC_RANK, expect_psn: int = None, link_down: bool = False) -> Verdict:
+    """The reference verdict for one received frame (no FCS): what the RTL parser must decide. With
+    ``expect_psn`` (the ring link's receiver, contract/link.py) a data or result frame must also carry that
+    psn and the link must not be held in reset (``link_down``)."""
     b = bytes(frame)
     eth_ip_udp = ETH_BYTES + IPV4_BYTES + UDP_BYTES
     if mac_error:
@@ -176,4 +179,10 @@ def check_frame(frame: bytes, mac_error: bool = False, *, nic_mac=NIC_MAC, nic_i
         return Verdict(False, "count")
     if h.dst_rank != rank:
         return Verdict(False, "dst_rank")
+    if expect_psn is not None and h.opcode in (FrameOpcode.data, FrameOpcode.result):
+        if link_down:
+            return Verdict(False, "link_down")
+        d = psn_diff(h.psn, expect_psn)
+        if d:
+            return Verdict(False, "duplicate" if d < 0 else "out_of_order")
     return Verdict(True, None, {f.name: getattr(h, f.name) for f in Ainic.fields_desc})

@@ -36,6 +36,7 @@ from contract.in_network import (
     is_power_of_two,
 )
 from contract.limits import MAX_CLUSTER_NODES, WIDTHS
+from contract.link import Stall, ack_fields
 from contract.protocol import FRAME_HEADER_BYTES, MAX_P, WIRE_OVERHEAD_BYTES
 from host_driver.models import allreduce as ar
 from host_driver.models import in_network as inn
@@ -68,11 +69,30 @@ def rank_ip(r: int) -> str:
 
 class CollectiveTimeout(RuntimeError):
     """A collective that could not finish: ``status`` per rank ("ok" or "timeout"), ``stats`` as far as
-    it got."""
+    it got (``results``: what the ranks ended with, when a later collective recovered)."""
 
-    def __init__(self, message, status, stats):
+    def __init__(self, message, status, stats, results=None):
         super().__init__(message)
-        self.status, self.stats = status, stats
+        self.status, self.stats, self.results = status, stats, results
+
+
+def ring_timeout_message(what: str, completions: list, nodes: int) -> str:
+    """Which ranks of a ring timed out and what each waited for (the completion's ``stall``,
+    contract.link.Stall)."""
+    parts = []
+    for r, c in enumerate(completions):
+        if c is None or c["status_name"] == "ok":
+            continue
+        waits = [text.format(prev=(r - 1) % nodes, next=(r + 1) % nodes) for bit, text in STALL_TEXT
+                 if c.get("stall", 0) & bit]
+        parts.append(f"rank {r} {c['status_name']} ({', '.join(waits) or 'no stage moved'})")
+    return f"{what}: " + "; ".join(parts)
+
+
+#: what each bit of a ring completion's ``stall`` says, for a person
+STALL_TEXT = ((Stall.receive, "waiting for a frame from rank {prev}"),
+              (Stall.send, "waiting for credit or acks from rank {next}"),
+              (Stall.host, "waiting for host memory"))
 
 
 def parse_faults(faults) -> inn.Faults:
@@ -124,6 +144,14 @@ class ClusterStats:
     duplicate_results_per_rank: list = None     # switch: results a rank dropped as already taken
     switch_counters: dict = None     # switch: its drops by reason, and per job absorbed/completed/unicast
     model_cycles: float = None       # switch, model backend: the event model's time (not a measurement)
+    # the ring's links on an RTL backend (registers, contract/link.py): per rank
+    acks_sent_per_rank: list = None
+    nacks_sent_per_rank: list = None
+    link_timeouts_per_rank: list = None
+    duplicates_dropped_per_rank: list = None
+    out_of_order_dropped_per_rank: list = None
+    corrupted_dropped_per_rank: list = None
+    recovered: bool = None           # dead_rank: after the timeout and a link reset, the next collective was ok
 
     @property
     def link_bytes_per_cycle(self) -> float:
@@ -154,7 +182,8 @@ class Cluster:
                  lag: int = 8, link_latency: int = 125, memory: dict = None, waves: bool = False,
                  workdir=None, bench_nodes: int = None, capture: bool = False, algorithm: str = "ring",
                  faults=None, window: int = DEFAULT_WINDOW, jobs: int = 1,
-                 retransmit_timeout: int = RETRANSMIT_TIMEOUT, deadline: int = DEADLINE, fabric: str = None):
+                 retransmit_timeout: int = RETRANSMIT_TIMEOUT, deadline: int = DEADLINE, fabric: str = None,
+                 dead_rank: int = None):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_CLUSTER_NODES:
@@ -180,9 +209,19 @@ class Cluster:
         if algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
         self.faults = parse_faults(faults)
-        if algorithm == "ring" and self.faults.any:
-            raise ValueError("faults need algorithm='switch': the ring does not recover lost frames yet "
-                             "(a lost frame ends it with network_mismatch)")
+        if algorithm == "ring" and backend == "model" and (self.faults.any or dead_rank is not None):
+            raise ValueError("faults on the ring run on an RTL backend ('verilator' or 'icarus'): the model "
+                             "backend computes the ring's result, which faults do not change, but not its link "
+                             "layer's retransmissions")
+        if dead_rank is not None:
+            if algorithm != "ring":
+                raise ValueError("dead_rank is for the ring (the switch algorithm's deadline: deadline=)")
+            if isinstance(dead_rank, bool) or not isinstance(dead_rank, int) or not 0 <= dead_rank < nodes:
+                raise ValueError(f"dead_rank must be a rank in 0 .. {nodes - 1}, got {dead_rank!r}")
+        for name, v in (("retransmit_timeout", retransmit_timeout), ("deadline", deadline)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive int (cycles), got {v!r}")
+        self.dead_rank = dead_rank
         if algorithm == "switch":
             if backend != "model" and packet > SWITCH_MAX_PACKET:
                 raise ValueError(f"the RTL cluster's aggregation switch takes packets of at most "
@@ -193,9 +232,6 @@ class Cluster:
                 raise ValueError(f"window must be a power of two in 1 .. {MAX_WINDOW}, got {window!r}")
             if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= nodes:
                 raise ValueError(f"jobs must be an int in 1 .. nodes ({nodes}), got {jobs!r}")
-            for name, v in (("retransmit_timeout", retransmit_timeout), ("deadline", deadline)):
-                if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                    raise ValueError(f"{name} must be a positive int (cycles), got {v!r}")
         elif jobs != 1:
             raise ValueError("jobs > 1 needs algorithm='switch' (a ring is one job)")
         fabric = fabric or ("switch" if algorithm == "switch" else "ring")
@@ -260,9 +296,10 @@ class Cluster:
     def _ring_frames(self, arrays, op):
         """The ring's frames as (sender rank, frame bytes). Each
         rank's frames come in the order its engine works (``allreduce.rank_schedule`` with the lag the NIC
-        runs), data frames numbered by ``psn`` per link, with an ack to the previous rank after every
-        ``credits.ACK_EVERY`` frames consumed (where the RTL sends it may differ by a frame or two: it
-        goes out as soon as the link is free). The ranks are interleaved round-robin."""
+        runs), data frames numbered by ``psn`` per link (from 0: a link fresh from reset), with an ack to the
+        previous rank after every ``credits.ACK_EVERY`` frames consumed. The RTL acks by time as well as by
+        count (contract/link.py: frames received, and a delay), so it sends at least these acks, each
+        reporting at least as much. The ranks are interleaved round-robin."""
         plan, sends = ar.ring_traffic(self._inputs(arrays), self.codec, self.dtype, self.packet, op)
         by_item = {(s.src, s.step, (s.offset - plan.chunk(s.chunk).start) // self.packet): s for s in sends}
         lag = cr.effective_lag(self.lag, self.nodes, self.packet)       # what the NIC runs
@@ -287,11 +324,13 @@ class Cluster:
                     yield r, order[r][i]
 
     def _ack(self, r, frames_used, beats_used):
+        """Rank ``r``'s ack after it consumed ``frames_used`` frames (``beats_used`` payload beats) and received
+        no more (contract/link.py: the psn expected next, the frames of room beyond it, the beat limit)."""
         prev = (r - 1) % self.nodes
+        fields = ack_fields(frames_used, frames_used, beats_used, cr.advertised_beats(self.width))
         return proto.build_frame(
             b"", dst_mac=rank_mac(prev), src_mac=rank_mac(r), src_ip=rank_ip(r), dst_ip=rank_ip(prev), opcode=FrameOpcode.ack,
-            codec=Codec.none, dtype=Dtype.fp32, flags=0, src_rank=r, dst_rank=prev, chunk=0, count=0,
-            offset=(beats_used + cr.advertised_beats(self.width)) % 2**32, psn=(frames_used + cr.RX_FRAMES) % 2**32)
+            codec=Codec.none, dtype=Dtype.fp32, flags=0, src_rank=r, dst_rank=prev, chunk=0, **fields)
 
     def _frame(self, s, psn):
         dst = (s.src + 1) % self.nodes
@@ -430,6 +469,19 @@ class Cluster:
                                     [c["status_name"] for c in last], stats)
         return stats
 
+    def _ring_link_stats(self, stats, raw):
+        """The ring's link counters (each NIC's registers) and every link's fault counters into ``stats``."""
+        regs = raw["nic_registers"]
+        stats.faults = asdict(self.faults)
+        stats.fault_counters = raw.get("fault_counters")
+        stats.retransmitted_per_rank = [r["RETRANSMISSIONS"] for r in regs]
+        stats.acks_sent_per_rank = [r["LINK_ACKS_SENT"] for r in regs]
+        stats.nacks_sent_per_rank = [r["LINK_NACKS_SENT"] for r in regs]
+        stats.link_timeouts_per_rank = [r["LINK_TIMEOUTS"] for r in regs]
+        stats.duplicates_dropped_per_rank = [r["RX_DROP_DUPLICATE"] for r in regs]
+        stats.out_of_order_dropped_per_rank = [r["RX_DROP_OUT_OF_ORDER"] for r in regs]
+        stats.corrupted_dropped_per_rank = [r["RX_DROP_MAC_ERROR"] for r in regs]
+
     def _collective_rtl(self, op, x):
         from hdl.flow.export import build_dir  # the RTL backends' dependencies (module docstring)
         from host_driver.sim import runner
@@ -446,8 +498,11 @@ class Cluster:
                "algorithm": self.algorithm, "jobs": self.job_ranks(), "window": self.window,
                "retransmit_timeout": self.retransmit_timeout, "deadline": self.deadline,
                "faults": asdict(self.faults),
-               # switch: every status comes back (a timeout raises CollectiveTimeout below); ring: any error fails the run
-               "expect_status": None if self.algorithm == "switch" else 0}
+               # switch, or a dead rank: every status comes back (a timeout raises CollectiveTimeout below);
+               # ring: any error fails the run
+               "expect_status": None if self.algorithm == "switch" or self.dead_rank is not None else 0}
+        if self.dead_rank is not None:      # its links dead for the first collective, then reset; a second one
+            job.update(kill={"rank": self.dead_rank, "collectives": [0]}, repeats=2)
         (work / "job.json").write_text(json.dumps(job))
         top = self.top
         runner.build_top(self.backend, top, self.width, self.waves)     # so that the timing below is the run
@@ -464,15 +519,34 @@ class Cluster:
         if self.algorithm == "switch":
             return results, self._switch_rtl_stats(x, raw, elapsed)
         stats = self._traffic_stats(x, op)
+        self._ring_link_stats(stats, raw)
+        if self.dead_rank is not None:
+            first = [cs[0] for cs in raw["completions"]]
+            if any(c["status_name"] != "ok" for cs in raw["completions"] for c in cs[1:]):
+                raise RuntimeError(f"after the links were reset the next collective failed: {raw['completions']}")
+            stats.recovered = True
+            stats.cycles = max(c[-1] for c in raw["cycles"])
+            raise CollectiveTimeout(ring_timeout_message(f"ring {op} on {self.backend}", first, self.nodes)
+                                    + f"; rank {self.dead_rank}'s links were dead. After CONTROL.link_reset on "
+                                    "every NIC the same collective ran again: ok on every rank",
+                                    [c["status_name"] for c in first], stats, results)
         stats.nic_cycles = [c[-1] for c in raw["cycles"]]
         stats.nic_packets_sent = [c[-1]["packets_sent"] for c in raw["completions"]]
         stats.cycles = max(stats.nic_cycles)
         stats.efficiency = stats.bound_cycles / stats.cycles
         stats.sim_seconds = elapsed
-        # what the links carried, measured in the fabric (it must equal what the model derives)
-        stats.traffic_matches_model = (raw["frames_per_link"] == stats.frames_per_link
-                                       and raw["bytes_per_link"] == stats.frame_bytes_per_link
-                                       and stats.nic_packets_sent == stats.data_frames_per_link)
+        # what the links carried, measured in the fabric: the model's data frames, and as many acks as the
+        # receivers counted (at least the model's, contract/link.py); with faults, frames sent again too
+        acks = stats.acks_sent_per_rank
+        model_data_bytes = [b - HEADER * a for b, a in zip(stats.frame_bytes_per_link, stats.ack_frames_per_link)]
+        if self.faults.any:
+            stats.traffic_matches_model = None          # resends and their acks depend on timing
+        else:
+            stats.traffic_matches_model = (
+                raw["frames_per_link"] == [d + a for d, a in zip(stats.data_frames_per_link, acks)]
+                and raw["bytes_per_link"] == [b + HEADER * a for b, a in zip(model_data_bytes, acks)]
+                and stats.nic_packets_sent == stats.data_frames_per_link
+                and all(a >= m for a, m in zip(acks, stats.ack_frames_per_link)))
         stats.frames_per_link = raw["frames_per_link"]
         stats.frame_bytes_per_link = raw["bytes_per_link"]
         stats.payload_bytes_per_link = [b - HEADER * f for b, f in zip(raw["bytes_per_link"], raw["frames_per_link"])]

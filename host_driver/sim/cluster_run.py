@@ -3,7 +3,10 @@
 A *job* is a dict (JSON on disk between the CLI process and the simulator process):
 ``nodes, width, op, codec, dtype, packet, lag, elements, repeats, link_latency, link_rate, memory, stagger``
 (the last rank starts ``stagger`` cycles late; the memory
-model's configuration, as ``HostMemory.configure`` takes it), ``inputs`` (an ``.npy`` of N×L 32-bit words)
+model's configuration, as ``HostMemory.configure`` takes it); optionally ``faults`` (drop, dup, corrupt
+probabilities on every link and a seed), ``outage`` (rank, after, cycles: both links of a NIC dead for a
+while), ``kill`` (rank, collectives: its links dead during those), ``reset`` (rank or "all", collective,
+after: a NIC reset in the middle), ``deadline`` and ``retransmit_timeout`` (RING_DEADLINE, RETX_TIMEOUT), ``inputs`` (an ``.npy`` of N×L 32-bit words)
 and ``outputs`` (where results and stats go). :func:`run_job` configures every NIC through its registers
 (identity, peer table, rings), loads each rank's tensor through the memory backdoor, posts one descriptor
 of ``op`` (allreduce, reduce_scatter, allgather) per NIC (``repeats`` of them back to back) and waits for every completion; the bulk data never
@@ -17,8 +20,10 @@ import cocotb
 import numpy as np
 from cocotb.triggers import Timer
 
+from contract import regmap as rm
 from contract.enums import AggDrop, Codec, DropReason, Dtype
 from contract.in_network import link_seed, threshold
+from contract.link import RING_DEADLINE
 from hdl.sim.cluster_bench import SWITCH_JOBS
 from hdl.switch.aggregation_switch import stats_layout
 from hdl.switch.job_table import JobEntry, job_entry_value
@@ -30,6 +35,8 @@ from host_driver.sim.cluster import rank_ip, rank_mac
 from host_driver.sim.rtl_backend import CLOCK_NS, RtlBackend, reset_pulse
 
 ADDR_BITS = 24
+CONTROL_ENABLE = rm.field_masks("CONTROL")["enable"]
+CONTROL_LINK_RESET = rm.field_masks("CONTROL")["link_reset"]
 
 
 def read_capture(path: Path, offset: int, width: int) -> list:
@@ -57,9 +64,24 @@ def bench_nodes(dut) -> int:
     return n
 
 
+def configure_faults(dut, job: dict) -> None:
+    """The links' fault generators (docs/in_network.md, "Faults on the links"): the job's ``faults``
+    (drop, dup, corrupt probabilities and a seed) on every link, no link down."""
+    f = job.get("faults") or {}
+    dut.fault_drop.value = threshold(f.get("drop", 0))
+    dut.fault_dup.value = threshold(f.get("dup", 0))
+    dut.fault_corrupt.value = threshold(f.get("corrupt", 0))
+    seed = f.get("seed", 1)
+    for r in range(bench_nodes(dut)):
+        getattr(dut, f"n{r}_up_seed").value = link_seed(seed, 2 * r)
+        getattr(dut, f"n{r}_down_seed").value = link_seed(seed, 2 * r + 1)
+        getattr(dut, f"n{r}_link_down").value = 0
+        getattr(dut, f"n{r}_reset").value = 0
+
+
 async def configure_switch(dut, job: dict, groups: list) -> None:
     """The aggregation switch's address and job table (job k: id k + 1, its window from pool slot
-    k * window), the ports' addresses, and the links' fault generators (docs/in_network.md)."""
+    k * window) and the ports' addresses (docs/in_network.md)."""
     dut.sw_mac.value = proto.mac_int(inn.SWITCH_MAC)
     dut.sw_ip.value = proto.ip_int(inn.SWITCH_IP)
     if len(groups) > SWITCH_JOBS:
@@ -70,15 +92,20 @@ async def configure_switch(dut, job: dict, groups: list) -> None:
                             job["packet"])
         table |= e << (k * JobEntry.size)
     dut.sw_jobs.value = table
-    f = job.get("faults") or {}
-    dut.fault_drop.value = threshold(f.get("drop", 0))
-    dut.fault_dup.value = threshold(f.get("dup", 0))
-    dut.fault_corrupt.value = threshold(f.get("corrupt", 0))
-    seed = f.get("seed", 1)
     for r in range(bench_nodes(dut)):
         getattr(dut, f"n{r}_ip").value = proto.ip_int(rank_ip(r))
-        getattr(dut, f"n{r}_up_seed").value = link_seed(seed, 2 * r)
-        getattr(dut, f"n{r}_down_seed").value = link_seed(seed, 2 * r + 1)
+
+
+#: a ring job's per-NIC registers in its stats: the reliable link's counters (contract/link.py)
+RING_REGISTERS = ("RETRANSMISSIONS", "LINK_TX_PSN", "LINK_RX_PSN", "LINK_TX_UNACKED", "LINK_TIMEOUTS", "LINK_PROBES",
+                  "LINK_NACKS_RECEIVED", "LINK_NACKS_SENT", "LINK_ACKS_SENT", "RING_TIMEOUTS",
+                  "RX_DROP_DUPLICATE", "RX_DROP_OUT_OF_ORDER", "RX_DROP_MAC_ERROR", "RX_DROP_LINK_DOWN")
+
+
+def fault_counts(dut, r: int, name: str) -> dict:
+    """What link ``name`` ("up" or "down") of NIC ``r`` did to its frames: dropped, duplicated, corrupted."""
+    v = int(getattr(dut, f"n{r}_{name}_faults").value)
+    return {k: (v >> (32 * i)) & 0xFFFFFFFF for i, k in enumerate(("dropped", "duplicated", "corrupted"))}
 
 
 def switch_stats(dut, nodes: int, jobs: int) -> dict:
@@ -101,9 +128,6 @@ def switch_stats(dut, nodes: int, jobs: int) -> dict:
                  for v in job_drops_raw[:jobs]]
     parser = array("port_parser_drops", 32 * len(DropReason), ports)
 
-    def faults(r, name):
-        v = int(getattr(dut, f"n{r}_{name}_faults").value)
-        return {k: (v >> (32 * i)) & 0xFFFFFFFF for i, k in enumerate(("dropped", "duplicated", "corrupted"))}
     return {
         "switch_counters": {
             "drops": drops,
@@ -116,8 +140,8 @@ def switch_stats(dut, nodes: int, jobs: int) -> dict:
                                    if (v >> (32 * i)) & 0xFFFFFFFF} for v in parser[:nodes]],
             "unknown_mac": field("unknown_mac")[0],
         },
-        "fault_counters": {"up": [faults(r, "up") for r in range(nodes)],
-                           "down": [faults(r, "down") for r in range(nodes)]},
+        "fault_counters": {"up": [fault_counts(dut, r, "up") for r in range(nodes)],
+                           "down": [fault_counts(dut, r, "down") for r in range(nodes)]},
     }
 
 
@@ -137,17 +161,19 @@ async def run_job(dut, job: dict) -> dict:
     dut.link_rate.value = job["link_rate"]
     switch = job.get("algorithm", "ring") == "switch"
     groups = job.get("jobs") or [list(range(n))]
+    configure_faults(dut, job)
     if switch:
         await configure_switch(dut, job, groups)
-    elif hasattr(dut, "fault_drop"):       # a ring through the aggregation bench: no faults
-        dut.fault_drop.value = dut.fault_dup.value = dut.fault_corrupt.value = 0
     await reset_pulse(dut)
     if switch:
         while int(dut.sw_clearing.value):
             await Timer(10 * CLOCK_NS, unit="ns")
     peers = [(proto.mac_int(rank_mac(r)), proto.ip_int(rank_ip(r))) for r in range(n)]
     bufs = []
-    for r, nic in enumerate(nics):
+
+    async def configure(r):
+        """Identity, peers and rings of NIC r (again after it was reset), and the job's timers."""
+        nic = nics[r]
         if switch:          # rank = the worker's index in its job, the job id its job's
             k = next(i for i, g in enumerate(groups) if r in g)
             await nic.start(rank=groups[k].index(r), world_size=len(groups[k]), packet_elems=job["packet"],
@@ -162,6 +188,12 @@ async def run_job(dut, job: dict) -> dict:
         else:
             await nic.start(rank=r, world_size=n, packet_elems=job["packet"], lag=job["lag"],
                             job_id=job.get("job_id", 0), local_mac=peers[r][0], local_ip=peers[r][1], peers=peers)
+            for name, key in (("RETX_TIMEOUT", "retransmit_timeout"), ("RING_DEADLINE", "deadline")):
+                if job.get(key) is not None:
+                    await nic.write_reg(name, job[key])
+
+    for r, nic in enumerate(nics):
+        await configure(r)
         src, dst = nic.alloc(4 * L, align=W // 8), nic.alloc(4 * L, align=W // 8)
         await nic.write(src, x[r])
         if job.get("op") == "reduce_scatter":      # it leaves all but one chunk of dst unwritten
@@ -184,7 +216,7 @@ async def run_job(dut, job: dict) -> dict:
         timeout = int(50 * bound + 200 * L // job["packet"] + 2 * job["deadline"] + 100_000)
     else:
         bound = ar.ring_bound_cycles(n, L, job["link_rate"] / 256, job["codec"], job["packet"], op=op)
-        timeout = int(50 * bound + 200 * L // job["packet"] + 100_000)
+        timeout = int(50 * bound + 200 * L // job["packet"] + 2 * job.get("deadline", RING_DEADLINE) + 100_000)
     completions = [[] for _ in range(n)]
     t0 = nics[0].backend.cycle()
 
@@ -197,24 +229,79 @@ async def run_job(dut, job: dict) -> dict:
             await Timer(stagger * CLOCK_NS, unit="ns")
             early["frames"] = [int(getattr(dut, f"n{q}_up_frames").value) - start_frames[q] for q in range(n)]
         for i in range(job.get("repeats", 1)):
-            c = await nic.wait(await nic.submit(op, src=src, dst=dst, count=L, dtype=job["dtype"],
-                                                codec=job["codec"], collective=i,
-                                                algorithm="switch" if switch else "ring"),
-                               timeout_cycles=timeout)
+            c = await nic.wait(await submit(r, i), timeout_cycles=timeout)
             completions[r].append(c)
 
-    tasks = [cocotb.start_soon(node(r)) for r in range(n)]
-    for t in tasks:
-        await t
+    async def submit(r, i):
+        src, dst = bufs[r]
+        return await nics[r].submit(op, src=src, dst=dst, count=L, dtype=job["dtype"], codec=job["codec"],
+                                    collective=i, algorithm="switch" if switch else "ring")
+
+    async def rounds():
+        """Collective i on every rank at once, then the next: a link down (``kill``: rank, collectives) or a
+        reset of one NIC or all (``reset``: rank or "all", collective, cycles after the start) in the middle;
+        after a round that did not end well, the reset NICs are configured again and every NIC's links are
+        reset together (CONTROL.link_reset for ``quiet`` cycles) before the next round."""
+        kill, rst = job.get("kill") or {}, job.get("reset") or {}
+        quiet = 4 * job["link_latency"] + 4000
+        for i in range(job.get("repeats", 1)):
+            down = i in kill.get("collectives", ())
+            if down:
+                getattr(dut, f"n{kill['rank']}_link_down").value = 1
+            idx = [await submit(r, i) for r in range(n)]
+            reset_ranks = []
+            if rst and rst["collective"] == i:
+                await Timer(rst["after"] * CLOCK_NS, unit="ns")
+                reset_ranks = list(range(n)) if rst["rank"] == "all" else [rst["rank"]]
+                for r in reset_ranks:
+                    getattr(dut, f"n{r}_reset").value = 1
+                await Timer(4 * CLOCK_NS, unit="ns")
+                for r in reset_ranks:
+                    getattr(dut, f"n{r}_reset").value = 0
+            tasks = {r: cocotb.start_soon(nics[r].wait(idx[r], timeout_cycles=timeout))
+                     for r in range(n) if r not in reset_ranks}
+            for r in range(n):
+                completions[r].append((await tasks[r]) if r in tasks else None)
+            if down:
+                getattr(dut, f"n{kill['rank']}_link_down").value = 0
+            if reset_ranks or any(c is None or not c.ok for cs in completions for c in cs[-1:]):
+                for r in reset_ranks:
+                    await configure(r)
+                for nic in nics:
+                    await nic.write_reg("CONTROL", CONTROL_ENABLE | CONTROL_LINK_RESET)
+                await Timer(quiet * CLOCK_NS, unit="ns")
+                for nic in nics:
+                    await nic.write_reg("CONTROL", CONTROL_ENABLE)
+
+    async def outage(rank, after, cycles):
+        """Both links of NIC ``rank`` drop everything for ``cycles``, ``after`` cycles from the start."""
+        await Timer(after * CLOCK_NS, unit="ns")
+        getattr(dut, f"n{rank}_link_down").value = 1
+        await Timer(cycles * CLOCK_NS, unit="ns")
+        getattr(dut, f"n{rank}_link_down").value = 0
+
+    if job.get("kill") or job.get("reset"):
+        await rounds()
+    else:
+        if job.get("outage"):
+            cocotb.start_soon(outage(**job["outage"]))
+        tasks = [cocotb.start_soon(node(r)) for r in range(n)]
+        for t in tasks:
+            await t
     wall = nics[0].backend.cycle() - t0
-    # let the last acks (sent as the last frames were consumed) reach the links' counters
+    # let the last acks (sent as the last frames were consumed) reach the links' counters; on the ring,
+    # until every sender has its frames acknowledged (a lost last ack takes a retransmission timeout or two)
     await Timer(2000 * CLOCK_NS, unit="ns")
+    for _ in range(64 if not switch else 0):
+        if all([await nic.read_reg("LINK_TX_UNACKED") == 0 for nic in nics]):
+            break
+        await Timer(2000 * CLOCK_NS, unit="ns")
     want = np.int32 if job["dtype"] == "int32" else np.float32
     results = np.stack([await nics[r].read(bufs[r][1], L, want) for r in range(n)])
     np.save(job["outputs"] + ".results.npy", results)
     stats = {
-        "completions": [[c.__dict__ | {"status_name": c.status_name} for c in cs] for cs in completions],
-        "cycles": [[c.cycles for c in cs] for cs in completions],
+        "completions": [[c and c.__dict__ | {"status_name": c.status_name} for c in cs] for cs in completions],
+        "cycles": [[c and c.cycles for c in cs] for cs in completions],
         "wall_cycles": wall,
         "frames_per_link": [int(getattr(dut, f"n{r}_up_frames").value) - start_frames[r] for r in range(n)],
         "bytes_per_link": [int(getattr(dut, f"n{r}_up_bytes").value) - start_bytes[r] for r in range(n)],
@@ -235,6 +322,9 @@ async def run_job(dut, job: dict) -> dict:
                 counters.update(frames=f, bytes=b)      # what entered the link, as the model's LinkCounters
         stats["nic_registers"] = [{name: await nic.read_reg(name) for name in
                                    ("AGG_PSN", "AGG_DUP_RESULTS", "AGG_TIMEOUTS", "RETRANSMISSIONS")} for nic in nics]
+    else:
+        stats["nic_registers"] = [{name: await nic.read_reg(name) for name in RING_REGISTERS} for nic in nics]
+        stats["fault_counters"] = {name: [fault_counts(dut, r, name) for r in range(n)] for name in ("up", "down")}
     if job.get("capture"):
         dut.capture.value = 0
         frames = [(c, r, f.hex()) for r in range(n) for c, f in read_capture(captures[r], capture_from[r], W)]

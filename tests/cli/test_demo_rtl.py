@@ -41,3 +41,41 @@ def test_demo_switch_dead_link_says_timeout(capsys):
     err = capsys.readouterr().err
     assert rc == 1, err[-3000:]
     assert "ranks [0, 1, 2, 3, 4, 5, 6, 7] ended with ['timeout'" in err and "Traceback" not in err, err[-3000:]
+
+
+@pytest.mark.heavy(60)
+def test_demo_ring_on_verilator_with_faults(tmp_path, capsys):
+    """The ring over links that drop, duplicate and corrupt frames (contract/link.py): bit-exact, and the
+    table counts what the links did and what the NICs sent again. (The 8-NIC ring bench of
+    cocotb_tests/sim/test_cluster.py, the same build.)"""
+    out = tmp_path / "r.json"
+    rc = main(["demo", "--sim", "verilator", "--width", "64", "--nodes", "8", "--elements", "3000", "--packet", "64",
+               "--drop", "0.03", "--dup", "0.02", "--corrupt", "0.02", "--link-latency", "40",
+               "--retransmit-timeout", "2048", "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert rc == 0, printed[-3000:]
+    assert "bit-exact with golden model        yes" in printed and "identical on every rank            yes" in printed
+    d = json.loads(out.read_text())
+    hits = {k: sum(c[k] for c in d["fault_counters"]["up"] + d["fault_counters"]["down"])
+            for k in ("dropped", "duplicated", "corrupted")}
+    assert all(hits.values()), hits
+    assert f"{hits['dropped']} / {hits['duplicated']} / {hits['corrupted']}" in printed
+    assert sum(d["retransmitted_per_rank"]) > 0 and sum(d["duplicates_dropped_per_rank"]) > 0
+    assert sum(d["corrupted_dropped_per_rank"]) > 0
+    assert "retransmitted per rank" in printed and "(faults: resends depend on timing)" in printed
+
+
+@pytest.mark.heavy(40)
+def test_demo_ring_dead_rank_says_timeout_then_recovers(capsys):
+    """A rank whose links drop everything: every rank ends with status timeout after the deadline and the
+    demo names what each waited for, in a few lines, exit 1; after the links are reset the collective
+    runs again and is bit-exact."""
+    rc = main(["demo", "--sim", "verilator", "--width", "64", "--nodes", "4", "--elements", "1000", "--packet", "64",
+               "--dead-rank", "2", "--deadline", "20000", "--link-latency", "40"])
+    err = capsys.readouterr().err
+    assert rc == 1, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    # all four time out, each saying what it waited for; rank 3 for rank 2's frames
+    assert "rank 3 timeout (waiting for a frame from rank 2" in err, err
+    assert err.count(" timeout (waiting for ") == 4, err
+    assert "after the link reset is bit-exact with the golden model on every rank" in err, err

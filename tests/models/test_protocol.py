@@ -31,9 +31,15 @@ def test_built_frames_are_accepted_and_round_trip(codec):
 
 
 def test_every_drop_reason_is_provoked():
+    """Every reason has a frame that provokes it: the malformed ones, and the ring link's sequence check
+    (a data frame against the psn expected next, or while the link is held in reset)."""
     seen = {}
     for reason, (f, mac_error) in malformed_frames().items():
         seen[reason] = pr.check_frame(f, mac_error).reason
+    for psn, down, reason in ((4, True, "link_down"), (3, False, "duplicate"), (6, False, "out_of_order")):
+        seen[reason] = pr.check_frame(frame(16, "none", psn=psn), expect_psn=5 - (psn == 4), link_down=down).reason
+    assert pr.check_frame(frame(16, "none", psn=5), expect_psn=5).accepted
+    assert pr.check_frame(frame(16, "none", psn=0, opcode=5), expect_psn=5).accepted    # not a ring frame
     assert seen == {r: r for r in pr.DROP_REASONS}
 
 

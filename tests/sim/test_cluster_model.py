@@ -40,7 +40,9 @@ def test_capture_fields(tmp_path):
     # acks go the other way round the ring, one per 8 frames consumed, with the receiver's limits
     acks = [h for h in hdrs if h.opcode == FrameOpcode.ack]
     assert {(h.src_rank, h.dst_rank) for h in acks} == {(1, 0), (2, 1), (0, 2)}
-    assert sorted(h.psn for h in acks if h.src_rank == 1) == [8 * (i + 1) + 128 for i in range(len(acks) // 3)]
+    # (the psn expected next; room for 128 frames beyond it: contract/link.py)
+    assert sorted(h.psn for h in acks if h.src_rank == 1) == [8 * (i + 1) for i in range(len(acks) // 3)]
+    assert {h.count for h in acks} == {128}
     stats = json.loads((tmp_path / "s.json").read_text())
     assert stats["bit_exact"] and stats["identical_on_all_ranks"] and sum(stats["frames_per_link"]) == len(pkts)
     saved = np.load(tmp_path / "r.npz")
@@ -121,7 +123,11 @@ def test_switch_timeout_is_an_exception_naming_the_ranks(rng):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(faults={"drop": 0.01}), "faults need algorithm='switch'"),
+    (dict(faults={"drop": 0.01}), "faults on the ring run on an RTL backend"),
+    (dict(dead_rank=1), "faults on the ring run on an RTL backend"),
+    (dict(backend="icarus", dead_rank=4), r"dead_rank must be a rank in 0 .. 3"),
+    (dict(algorithm="switch", dead_rank=1), "dead_rank is for the ring"),
+    (dict(deadline=0), "deadline must be a positive int"),
     (dict(algorithm="tree"), "algorithm must be one of"),
     (dict(algorithm="switch", backend="verilator", packet=512), "packets of at most 256"),
     (dict(algorithm="switch", window=3), "power of two"),
@@ -152,7 +158,7 @@ def test_demo_switch_with_faults(tmp_path, capsys):
     assert sum(d["retransmitted_per_rank"]) > 0
     assert len(read_pcap(tmp_path / "s.pcap")) > 2 * 8 * 79
     assert main(["demo", "--sim", "model", "--drop", "0.01", "--nodes", "2", "--elements", "100"]) == 2
-    assert "faults need algorithm='switch'" in capsys.readouterr().err
+    assert "faults on the ring run on an RTL backend" in capsys.readouterr().err
 
 
 def test_fabric_picks_the_bench_and_is_checked():

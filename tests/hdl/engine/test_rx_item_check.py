@@ -7,7 +7,7 @@ from amaranth.sim import Simulator
 from tests.hdl.engine.sequencing import sequencer_driving, start_sequence
 
 
-@pytest.mark.parametrize("corrupt", [None, "offset", "psn"])
+@pytest.mark.parametrize("corrupt", [None, "offset", "chunk"])
 def test_rx_item_check_accepts_the_model_frames(rng, corrupt):
     """Headers of the previous rank's frames (Cluster.frames) pass RxItemCheck against this rank's
     sequencer; a corrupted field is flagged on exactly that packet."""
@@ -29,7 +29,7 @@ def test_rx_item_check_accepts_the_model_frames(rng, corrupt):
             metas.append(hdr | ip_int(e[IP].src) << 256)
     bad_at = 5
     if corrupt:
-        shift = {"offset": 64, "psn": 32}[corrupt]
+        shift = {"offset": 64, "chunk": 144}[corrupt]
         metas[bad_at] ^= 1 << shift
     chk = RxItemCheck()
     m, seq = sequencer_driving(chk)

@@ -8,7 +8,7 @@ def test_send_credits_hold_the_sender_within_the_limits(rng):
     receiver's room (frames or beats, whichever binds first), an ack moves the limits, a stale (smaller)
     limit stops it, and random acks and packet sizes never let it past either limit."""
     from contract.credits import Credits
-    from hdl.engine.send_credits import SendCredits
+    from hdl.link.send_credits import SendCredits
     cc = Credits(rx_frames=8, rx_buffer_bytes=2048, ack_every=2)
     dut = SendCredits(64, cc)
     log = []

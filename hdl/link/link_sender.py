@@ -1,0 +1,203 @@
+"""The sending end of a ring link: psn, credits, the retransmission buffer and go-back-N."""
+
+from amaranth import C, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from contract import credits as cr
+from contract.enums import FrameFlag
+from hdl.codec.wire_size import payload_bytes
+from hdl.link.send_credits import SendCredits
+from hdl.packet.tx_builder import TxMeta
+from hdl.stream.axis import AxiStreamSignature, check_width, keep_mask
+
+#: what an ack or nack from the next rank says (contract/link.py): the psn it expects next, its frames of
+#: room beyond that psn, its beat limit
+AckInfo = data.StructLayout({"nack": 1, "psn": 32, "room": 16, "beats": 32})
+
+LinkSenderConfig = data.StructLayout({"timeout": 32, "backoff_max": 3})
+
+
+def _pow2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+class LinkSender(wiring.Component):
+    """New data frames from the collective engine (``s_meta`` + ``s_payload``) and acks from the link
+    receiver (``s_ack_out``) in, frames to the TxBuilder (``m_meta`` + ``m_payload``) out, and the next rank's
+    acks and nacks (``ack``) in; the send rule of contract/link.py.
+
+    * A new frame is taken only within the next rank's credits (:class:`SendCredits`) and gets the psn
+      ``psn`` (then ``psn`` + 1). Its header goes to a record memory (``credits.rx_frames`` entries) and its
+      payload to a payload memory (the receive buffer's beats), one beat per cycle; the credits bound what
+      is kept, so neither overflows.
+    * Store and forward: every frame leaves from the memories, and only once its payload is whole. So the
+      builder never waits on the engine, and acks, nacks and resends are never stuck behind a frame whose
+      payload waits for something (in the engine a packet can wait on the host writes of an earlier one,
+      and those on a frame still to be received).
+    * One transmit pointer: frames leave in psn order from it. An ack with a psn in (oldest unacknowledged,
+      last sent] frees the frames before it and resets the back-off; every ack and nack in that window sets
+      the credits. Go-back-N is a rewind: a nack (while no replay runs) moves the pointer to its psn;
+      ``cfg.timeout << min(backoff, cfg.backoff_max)`` cycles with frames outstanding and no progress move
+      it to the oldest. Frames sent before leave again flagged ``retransmit``. The timer is held during a
+      replay; an ack during one moves the pointer past what it acknowledges. Waiting for credit with nothing
+      outstanding, the timer sends the last frame again (a probe: a lost ack may have held the credit, and
+      the copy makes the receiver ack again).
+    * Order on ``m_meta``: the link receiver's acks and nacks first, then frames; a frame's payload follows
+      its record at one beat per cycle.
+    * Counters since reset: ``retransmissions`` (frames sent again after a loss), ``timeouts`` (of the timer
+      with frames outstanding), ``nacks_received``, ``probes``; ``unacked`` (frames kept), ``blocked`` (a new
+      frame waits for credit or room). Reset (or a ``ResetInserter``) is the link reset.
+    """
+
+    def __init__(self, width: int = 512, credits: cr.Credits = cr.DEFAULT):
+        self.width = check_width(width, self)
+        self.credits = credits
+        self.records = _pow2(credits.rx_frames)
+        self.beats = _pow2(credits.buffer_beats(width))
+        super().__init__({
+            "cfg": In(LinkSenderConfig),
+            "s_meta": In(stream.Signature(TxMeta)),
+            "s_payload": In(AxiStreamSignature(width)),
+            "s_ack_out": In(stream.Signature(TxMeta)),
+            "ack": In(stream.Signature(AckInfo)),
+            "m_meta": Out(stream.Signature(TxMeta)),
+            "m_payload": Out(AxiStreamSignature(width)),
+            "psn": Out(32), "unacked": Out(32), "blocked": Out(1),
+            "retransmissions": Out(32), "timeouts": Out(32), "nacks_received": Out(32), "probes": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W, B = self.width, self.width // 8
+        R, D = self.records, self.beats
+        rbits, dbits = R.bit_length() - 1, D.bit_length() - 1
+        Record = data.StructLayout({"meta": TxMeta, "start": dbits, "beats": dbits + 1, "last_bytes": range(B + 1)})
+        m.submodules.records = rec_mem = Memory(shape=Record, depth=R, init=[])
+        m.submodules.payloads = pay_mem = Memory(shape=W, depth=D, init=[])
+        rec_w, rec_r = rec_mem.write_port(), rec_mem.read_port()
+        pay_w, pay_r = pay_mem.write_port(), pay_mem.read_port()
+        m.submodules.credits = gate = SendCredits(W, self.credits)
+
+        # psn pointers, in order: una <= tx <= high, tx <= written <= nxt (modulo 2**32)
+        nxt = self.psn                  # the next new frame's psn (frames taken from the engine)
+        written = Signal(32)            # frames before it have their whole payload in memory
+        tx = Signal(32)                 # the next frame to send
+        high = Signal(32)               # frames before it were sent at least once
+        una = Signal(32)                # frames before it are acknowledged
+        m.d.comb += self.unacked.eq(nxt - una)
+
+        # -- new frames from the engine: header and payload into the memories --------------------------------------
+        new, sp = self.s_meta, self.s_payload
+        new_beats, last_bytes = Signal(dbits + 1), Signal(range(B + 1))
+        plen = payload_bytes(m, new.payload.ainic.codec, new.payload.ainic.count, "new_plen")
+        m.d.comb += [new_beats.eq((plen + B - 1) >> (B.bit_length() - 1)), gate.beats.eq(new_beats),
+                     last_bytes.eq(plen - ((new_beats - 1) << (B.bit_length() - 1)))]
+        writing = written != nxt        # a frame's payload is coming in
+        # the next header may come in with the last beat of the payload before it
+        m.d.comb += [new.ready.eq(gate.ok & (~writing | (sp.tvalid & sp.tlast))), gate.take.eq(new.valid & new.ready),
+                     self.blocked.eq(new.valid & ~new.ready)]
+        alloc = Signal(dbits)           # where the next new frame's payload starts
+        new_meta = Signal(TxMeta)
+        m.d.comb += [new_meta.eq(new.payload), new_meta.ainic.psn.eq(nxt),
+                     rec_w.addr.eq(nxt[:rbits]), rec_w.en.eq(gate.take), rec_w.data.meta.eq(new_meta),
+                     rec_w.data.start.eq(alloc), rec_w.data.beats.eq(new_beats), rec_w.data.last_bytes.eq(last_bytes)]
+        with m.If(gate.take):
+            m.d.sync += [nxt.eq(nxt + 1), alloc.eq(alloc + new_beats)]
+        wp = Signal(dbits)
+        m.d.comb += [sp.tready.eq(writing), pay_w.addr.eq(wp), pay_w.data.eq(sp.tdata),
+                     pay_w.en.eq(sp.tvalid & sp.tready)]
+        with m.If(sp.tvalid & sp.tready):
+            m.d.sync += wp.eq(wp + 1)
+            with m.If(sp.tlast):
+                m.d.sync += written.eq(written + 1)
+
+        # -- out: acks and nacks first, then the frame at tx (whole in memory) ---------------------------------
+        ctrl, out = self.s_ack_out, self.m_meta
+        tx_q = Signal(32)
+        m.d.sync += tx_q.eq(tx)
+        m.d.comb += [rec_r.addr.eq(tx[:rbits]), rec_r.en.eq(1)]
+        rec = Signal(Record)
+        m.d.comb += rec.eq(rec_r.data)
+        frame_ok = (tx_q == tx) & (tx != written)
+        sel_frame = ~ctrl.valid & frame_ok
+        again = tx != high              # sent before: a resend (or a probe)
+        meta = Signal(TxMeta)
+        m.d.comb += [meta.eq(rec.meta), meta.ainic.flags.eq(rec.meta.ainic.flags | Mux(again, FrameFlag.retransmit, 0))]
+        m.d.comb += [
+            out.valid.eq(ctrl.valid | frame_ok),
+            out.payload.eq(Mux(ctrl.valid, ctrl.payload, meta)),
+            ctrl.ready.eq(out.ready),
+        ]
+        sent = out.valid & out.ready & sel_frame
+        probing = Signal()                      # the frame going again is a probe, not a resend after a loss
+        with m.If(sent & again):
+            with m.If(probing):
+                m.d.sync += self.probes.eq(self.probes + 1)
+            with m.Else():
+                m.d.sync += self.retransmissions.eq(self.retransmissions + 1)
+        with m.If(sent & ~again):
+            m.d.sync += high.eq(high + 1)
+
+        # -- the payload of the frame sent, from memory at one beat per cycle ---------------------------------
+        mp = self.m_payload
+        rd_ptr, rd_left, ov, olast = Signal(dbits), Signal(dbits + 1), Signal(), Signal()
+        rd_last_bytes = Signal(range(B + 1))
+        fetch = (rd_left != 0) & (~ov | mp.tready)
+        m.d.comb += [pay_r.addr.eq(rd_ptr), pay_r.en.eq(fetch)]
+        with m.If(fetch):
+            m.d.sync += [rd_ptr.eq(rd_ptr + 1), rd_left.eq(rd_left - 1), ov.eq(1), olast.eq(rd_left == 1)]
+        with m.Elif(mp.tready):
+            m.d.sync += ov.eq(0)
+        with m.If(sent):
+            m.d.sync += [rd_ptr.eq(rec.start), rd_left.eq(rec.beats), rd_last_bytes.eq(rec.last_bytes)]
+        m.d.comb += [mp.tdata.eq(pay_r.data), mp.tkeep.eq(Mux(olast, keep_mask(rd_last_bytes, B), C(-1, B))),
+                     mp.tlast.eq(olast), mp.tvalid.eq(ov)]
+
+        # -- acks and nacks from the next rank ------------------------------------------------------------------
+        a = self.ack.payload
+        m.d.comb += self.ack.ready.eq(1)
+        ahead = Signal(32)
+        m.d.comb += ahead.eq(a.psn - una)
+        in_window = self.ack.valid & (ahead <= (high - una)[:32])
+        progress = in_window & (ahead != 0)
+        m.d.comb += [gate.limit_valid.eq(in_window), gate.limit_frames.eq(a.psn + a.room), gate.limit_beats.eq(a.beats)]
+        with m.If(in_window):
+            m.d.sync += una.eq(a.psn)
+
+        # -- the timer, back-off and rewinds -----------------------------------------------------------------------
+        backoff = Signal(3)
+        timer = Signal(40)
+        wait = Signal(40)
+        m.d.comb += wait.eq(self.cfg.timeout << Mux(backoff > self.cfg.backoff_max, self.cfg.backoff_max, backoff))
+        replaying = again
+        outstanding = una != high
+        # waiting for credit with nothing outstanding and nothing to send: the ack that gave credit may be lost
+        starved = ~outstanding & (tx == written) & new.valid & ~gate.ok & (high != 0)
+        expire = (outstanding | starved) & ~replaying & ~progress & (timer >= wait)
+        nack_rewind = in_window & a.nack & ~replaying & (a.psn != high)
+        with m.If(progress):
+            m.d.sync += backoff.eq(0)
+        with m.If(~(outstanding | starved) | replaying | progress | expire | nack_rewind):
+            m.d.sync += timer.eq(0)
+        with m.Else():
+            m.d.sync += timer.eq(timer + 1)
+        with m.If(nack_rewind):
+            m.d.sync += self.nacks_received.eq(self.nacks_received + 1)
+        with m.If(expire):
+            m.d.sync += [self.timeouts.eq(self.timeouts + outstanding), probing.eq(~outstanding),
+                         backoff.eq(Mux(backoff == 7, 7, backoff + 1))]
+        with m.Elif(nack_rewind):
+            m.d.sync += probing.eq(0)
+        tx_next = Signal(32)
+        m.d.comb += tx_next.eq(tx + sent)
+        with m.If(expire):
+            m.d.sync += tx.eq(Mux(outstanding, una, high - 1))
+        with m.Elif(nack_rewind):
+            m.d.sync += tx.eq(a.psn)
+        with m.Elif(in_window & ((a.psn - tx_next)[31] == 0)):
+            m.d.sync += tx.eq(a.psn)            # (during a replay) the receiver has these: skip them
+        with m.Else():
+            m.d.sync += tx.eq(tx_next)
+        return m
