@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from contract.enums import Codec, names
@@ -195,7 +196,7 @@ def soak_bench(results, args):
     counts = {"runs": 0, "right": 0, "wrong": 0, "hung": 0, "frames_lost": 0, "retransmissions": 0,
               "link_timeouts": 0, "nacks": 0, "probes": 0}
     wrong, hung = [], []
-    t0 = __import__("time").time()
+    t0 = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         while todo:
@@ -240,7 +241,7 @@ def soak_bench(results, args):
                 for key, reg in (("retransmissions", "RETRANSMISSIONS"), ("link_timeouts", "LINK_TIMEOUTS"),
                                  ("nacks", "LINK_NACKS_SENT"), ("probes", "LINK_PROBES")):
                     counts[key] += sum(r[reg] for r in regs)
-            results["ring_soak"] = {**counts, "wall_seconds": round(__import__("time").time() - t0),
+            results["ring_soak"] = {**counts, "wall_seconds": round(time.time() - t0),
                                     "seed": args.soak_seed, "wrong_runs": wrong, "hung_runs": hung,
                                     "method": soak_bench.__doc__.split("\n\n")[0].replace("\n", " ")}
             args.out.write_text(json.dumps(results, indent=2) + "\n")
@@ -326,7 +327,6 @@ def plot_loss(results, args, n):
 def demo_bench(results, args):
     """What a user waits for: ``ainic demo`` with 4 nodes x L fp32 on Verilator, the build cached (the
     cases above built it), timed from the command's start to its exit, golden-model check included."""
-    import time
     res = results.setdefault("demo", {})
     for codec in ("none", "bfp8"):
         if args.codec and codec not in args.codec:
