@@ -16,7 +16,7 @@ def test_the_key_covers_what_the_nic_reads():
     files = {str(p.relative_to(ROOT)) for p in deps.source_files(tops.get("nic").module)}
     # the stale-Verilog bug: the NIC reads the credit rules, so they must be part of its key
     assert {"contract/credits.py", "contract/regmap.py", "contract/enums.py", "contract/protocol.py",
-            "hdl/engine/send_credits.py", "hdl/nic/nic.py", "hdl/stream/axis.py"} <= files
+            "hdl/link/send_credits.py", "hdl/nic/nic.py", "hdl/stream/axis.py"} <= files
     assert not any(f.startswith(("host_driver/", "hdl/sim/", "hdl/flow/")) for f in files), files
 
 
