@@ -58,6 +58,8 @@ class Credits:
 
 
 DEFAULT = Credits()         # what the NIC is built with (Nic(width, credits=...) takes another)
+#: a test build whose credits bind at small sizes: 32 frame records and 8 KiB of payload (32 frames of 64 fp32)
+TIGHT = Credits(rx_frames=32, rx_buffer_bytes=8 * 1024)
 
 RX_FRAMES, RX_BUFFER_BYTES, ACK_EVERY = DEFAULT.rx_frames, DEFAULT.rx_buffer_bytes, DEFAULT.ack_every
 buffer_beats = DEFAULT.buffer_beats

@@ -259,6 +259,8 @@ def _build():
     reg("LINK_NACKS_SENT", "ro", 0, "Nacks sent to the previous rank (a frame after a missing one arrived).")
     reg("LINK_ACKS_SENT", "ro", 0, "Acks sent to the previous rank.")
     reg("RING_TIMEOUTS", "ro", 0, "Ring collectives that ended with status timeout.")
+    reg("LINK_CREDIT_WAITS", "ro", 0, "Cycles in which the engine offered the link a new frame and the next "
+        "rank's credits held it back: the credits binding.")
     return mb.regs
 
 

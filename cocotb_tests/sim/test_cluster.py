@@ -44,8 +44,14 @@ def job(name, n, L, codec="none", dtype="fp32", lag=4, repeats=1, memory=None, l
                 seed=seed)
 
 
+def bench_top(bench) -> str:
+    """The cluster top: ``bench`` nodes of the default NIC, or a top's name."""
+    return bench if isinstance(bench, str) else f"cluster_n{bench}"
+
+
 def run_jobs(sim, bench, jobs, tmp_path):
-    """Run ``jobs`` on the ``bench``-node cluster; check every result and its traffic against the model."""
+    """Run ``jobs`` on the ``bench``-node cluster (or the top named ``bench``); check every result and its
+    traffic against the model."""
     for j in jobs:
         rng = np.random.default_rng(j["seed"] + 7919 * j["nodes"] + j["elements"])
         x = inputs(rng, j["nodes"], j["elements"], j["dtype"], extreme=j["dtype"] == "int32")
@@ -54,7 +60,7 @@ def run_jobs(sim, bench, jobs, tmp_path):
         np.save(j["inputs"], x)
     path = tmp_path / "jobs.json"
     path.write_text(json.dumps(jobs))
-    run(sim, f"cluster_n{bench}", W, "host_driver.sim.cluster_job", env={"AINIC_JOB": str(path)}, tag=tmp_path.name)
+    run(sim, bench_top(bench), W, "host_driver.sim.cluster_job", env={"AINIC_JOB": str(path)}, tag=tmp_path.name)
     for j in jobs:
         x = np.load(j["inputs"])
         n, L = x.shape
@@ -135,11 +141,11 @@ def run_jobs(sim, bench, jobs, tmp_path):
 THROTTLED = {"latency": 30, "rate": 20.0, "stall": 0.2, "seed": 5}
 PLANS = {
     ("icarus", 2): [job(f"n2_{c}", 2, 301, c) for c in CODECS] + [job("n2_int32", 2, 1000, dtype="int32")],
-    ("icarus", 3): [job(f"n3_{c}", 3, 1237, c, lag=2) for c in CODECS]
+    ("icarus", 3): [job(f"n3_{c}", 3, 637, c, lag=2) for c in CODECS]
                    + [job("n3_short", 3, 100, "bfp8")]                          # 100 < 3*64: chunk 2 empty
-                   + [job(f"n3_{op}_{c}", 3, 901, c, op=op, capture=c == "bf16") for op in ("reduce_scatter", "allgather")
+                   + [job(f"n3_{op}_{c}", 3, 501, c, op=op, capture=c == "bf16") for op in ("reduce_scatter", "allgather")
                       for c in ("none", "bf16", "bfp4")],
-    ("icarus", 5): [job(f"n5_{c}", 5, 777, c, lag=3) for c in CODECS],
+    ("icarus", 5): [job(f"n5_{c}", 5, 417, c, lag=3) for c in CODECS],
     ("verilator", 8): [job(f"n8_{c}", 8, 1043, c) for c in ("none", "bfp8", "bfp4")] + [job("n8_tiny", 8, 5)]
                    + [job(f"n8_{c}", 8, 555, c, lag=2) for c in ("fp16", "bf16")]
                    + [job("n8_rs_short", 8, 300, "fp16", op="reduce_scatter"),      # chunks 5..7 empty
@@ -188,22 +194,28 @@ def lossy(p, seed):
 
 
 FAULT_PLANS = {
-    ("verilator", 8): [fault_job("f8_bfp8", 8, 1043, "bfp8", lossy(0.05, 3)),
-                       fault_job("f6_late", 6, 6000, "none", lossy(0.02, 4), stagger=15000, early=100)]
-                      + [fault_job(f"f4_{c}", 4, 1500, c, lossy(0.03, 10 + i)) for i, c in enumerate(CODECS)]
-                      + [fault_job("f3_int32", 3, 999, dtype="int32", faults=lossy(0.05, 5)),
-                         fault_job("f3_rs", 3, 900, "bf16", lossy(0.05, 6), op="reduce_scatter"),
-                         fault_job("f4_ag", 4, 900, "bfp4", lossy(0.05, 7), op="allgather"),
+    # (the late rank with faults, N = 6: test_credits_bind_on_a_tiny_receive_buffer)
+    ("verilator", 8): [fault_job("f8_bfp8", 8, 1043, "bfp8", lossy(0.05, 3))]
+                      + [fault_job(f"f4_{c}", 4, 700, c, lossy(0.03, 10 + i)) for i, c in enumerate(CODECS)]
+                      + [fault_job("f3_int32", 3, 500, dtype="int32", faults=lossy(0.05, 5)),
+                         fault_job("f3_rs", 3, 500, "bf16", lossy(0.05, 6), op="reduce_scatter"),
+                         fault_job("f4_ag", 4, 500, "bfp4", lossy(0.05, 7), op="allgather"),
                          # rank 1 cut off for 8,000 cycles mid-collective: its sender's whole window is lost
-                         fault_job("f4_outage", 4, 3000, "fp16", outage={"rank": 1, "after": 1500, "cycles": 8000}),
+                         fault_job("f4_outage", 4, 2000, "fp16", outage={"rank": 1, "after": 1000, "cycles": 8000}),
                          # a dead peer: every rank times out, then (links reset) the next collective is right
                          fault_job("f4_dead", 4, 1200, "bfp8", kill={"rank": 2, "collectives": [0]}, repeats=2,
-                                   deadline=20_000)],
-    # (a NIC reset mid-collective, `reset=` in cluster_run, does not recover yet: the other ranks' collectives
-    # never complete; issue 14 is open on it)
+                                   deadline=20_000),
+                         # one NIC reset mid-collective: the others time out; all of them reset mid-collective;
+                         # either way the links are reset and the next collective is right
+                         fault_job("f4_reset", 4, 1500, "bf16", reset={"rank": 1, "collective": 0, "after": 400},
+                                   repeats=2, deadline=20_000),
+                         fault_job("f3_reset_all", 3, 900, "none", reset={"rank": "all", "collective": 0, "after": 300},
+                                   repeats=2, deadline=20_000)],
     ("icarus", 2): [fault_job("f2_bfp8", 2, 700, "bfp8", lossy(0.05, 8)),
                     fault_job("f2_dead", 2, 300, "none", kill={"rank": 1, "collectives": [0]}, repeats=2,
-                              deadline=5_000)],
+                              deadline=5_000),
+                    fault_job("f2_reset", 2, 1000, "fp16", reset={"rank": 0, "collective": 0, "after": 200},
+                              repeats=2, deadline=5_000)],
 }
 FAULT_COST = {("verilator", 8): 300, ("icarus", 2): 60}
 
@@ -260,13 +272,46 @@ def test_ring_survives_faults(simulator, bench, tmp_path):
     (contract/link.py)."""
     if simulator not in selected_sims():
         pytest.skip(f"AINIC_SIM excludes {simulator}")
-    jobs = [dict(j) for j in FAULT_PLANS[(simulator, bench)]]
+    run_fault_jobs(simulator, bench, FAULT_PLANS[(simulator, bench)], tmp_path)
+
+
+def run_fault_jobs(simulator, bench, plan, work):
+    """Run ``plan``'s fault jobs in one simulation of ``bench`` (nodes or a top's name) and check them."""
+    jobs = [dict(j) for j in plan]
     for j in jobs:
         rng = np.random.default_rng(j["seed"] + 7919 * j["nodes"] + j["elements"])
         x = inputs(rng, j["nodes"], j["elements"], j["dtype"], extreme=j["dtype"] == "int32")
-        j["inputs"], j["outputs"] = str(tmp_path / f"{j['name']}.in.npy"), str(tmp_path / j["name"])
+        j["inputs"], j["outputs"] = str(work / f"{j['name']}.in.npy"), str(work / j["name"])
         np.save(j["inputs"], x)
-    path = tmp_path / "jobs.json"
+    path = work / "jobs.json"
     path.write_text(json.dumps(jobs))
-    run(simulator, f"cluster_n{bench}", W, "host_driver.sim.cluster_job", env={"AINIC_JOB": str(path)}, tag=tmp_path.name)
-    check_fault_jobs(jobs, tmp_path)
+    run(simulator, bench_top(bench), W, "host_driver.sim.cluster_job", env={"AINIC_JOB": str(path)},
+        tag=f"{work.parent.name}-{work.name}")
+    check_fault_jobs(jobs, work)
+
+
+# six NICs built with a tiny receive side (contract.credits.TIGHT: 32 frames, 8 KiB): the credits bind on
+# every link (lag 1 at most), with and without faults, and with a late rank whose predecessor fills its
+# buffer and waits
+TIGHT_PLAN = [job("t6_bfp8", 6, 5000, "bfp8"), job("t6_none", 6, 3001, "none", lag=8),
+              job("t6_late", 6, 6000, "fp16", stagger=12000, early=20)]
+TIGHT_FAULT_PLAN = [fault_job("t6_faults", 6, 4000, "bfp4", lossy(0.03, 21)),
+                    fault_job("t6_late_faults", 6, 5000, "none", lossy(0.02, 22), stagger=12000, early=20)]
+
+
+@pytest.mark.heavy(200)
+def test_credits_bind_on_a_tiny_receive_buffer(tmp_path):
+    """The same checks as above on the tight build: every result bit-exact, no NIC ever refused a beat
+    (rx_stall_cycles 0), and the late rank's predecessor stopped within the late rank's 32 frames of room."""
+    if "verilator" not in selected_sims():
+        pytest.skip("AINIC_SIM excludes verilator")
+    run_jobs("verilator", "tight_cluster_n6", [dict(j) for j in TIGHT_PLAN], tmp_path)
+    late = json.loads((tmp_path / "t6_late.stats.json").read_text())
+    assert late["frames_before_last_start"][4] <= credits.TIGHT.rx_frames + 8, late["frames_before_last_start"]
+    # the credits bound: some sender had a new frame and no credit for it (LINK_CREDIT_WAITS)
+    waits = {j["name"]: [r["LINK_CREDIT_WAITS"] for r in json.loads((tmp_path / f"{j['name']}.stats.json").read_text())
+                         ["nic_registers"]] for j in TIGHT_PLAN}
+    assert sum(map(sum, waits.values())) > 0, waits
+    faulty = tmp_path / "faults"
+    faulty.mkdir()
+    run_fault_jobs("verilator", "tight_cluster_n6", TIGHT_FAULT_PLAN, faulty)

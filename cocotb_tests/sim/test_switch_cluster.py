@@ -92,12 +92,12 @@ def run_jobs(sim, bench, jobs, tmp_path):
 # the same switch at N = 8 and 4. Icarus: two small cases.
 PLANS = {
     ("verilator", 8): [
-        job("n8_none_faults", 8, 2001, window=8, faults=FAULTS, timeout=1024, seed=4),
-        job("n8_bfp8", 8, 2500, "bfp8", window=4),
+        job("n8_none_faults", 8, 1201, window=8, faults=FAULTS, timeout=1024, seed=4),
+        job("n8_bfp8", 8, 1500, "bfp8", window=4),
         job("n8_int32_faults", 8, 700, dtype="int32", window=2, faults=FAULTS, timeout=1024, seed=5),
         job("n8_bf16_short", 8, 300, "bf16"),                          # 300 < 8 * 64: one packet, five short
         job("n8_two_jobs", 8, 1200, "bfp4", jobs=[[0, 1, 2, 3], [7, 6, 5, 4]], faults=FAULTS, seed=6),
-        job("n5_fp16_faults", 5, 2001, "fp16", window=8, faults={"drop": 0.03, "dup": 0.01, "corrupt": 0.02}, seed=2),
+        job("n5_fp16_faults", 5, 1201, "fp16", window=8, faults={"drop": 0.03, "dup": 0.01, "corrupt": 0.02}, seed=2),
         job("n3_bfp8_faults", 3, 1001, "bfp8", faults=FAULTS),
         job("n4_int32_faults", 4, 700, dtype="int32", window=2, faults=FAULTS, seed=1),
         job("n2_short", 2, 40, "bf16"),
@@ -105,7 +105,7 @@ PLANS = {
         job("n3_late", 3, 1000, window=2, stagger=10_000),
         job("n2_dead", 2, 256, faults={"drop": 1.0}, deadline=10_000, timeout=1000, expect=Status.timeout),
         job("n2_after_dead", 2, 256),
-        job("n8_ring_through_switch", 8, 1999, "bfp8", algorithm="ring"),
+        job("n8_ring_through_switch", 8, 1199, "bfp8", algorithm="ring"),
         job("n4_ring_through_switch", 4, 999, "fp16", algorithm="ring"),
     ],
     ("icarus", 2): [job("n2_none", 2, 333), job("n2_bfp4_faults", 2, 1000, "bfp4", faults=FAULTS, seed=3)],

@@ -458,7 +458,7 @@ class CollectiveEngine(wiring.Component):
         with m.Elif(out_of_time):
             m.d.sync += [p.aborting.eq(1), timed_out.eq(1),
                          stall.eq(Cat((rq.fifo.r_rdy | rq.have) & ~p.rx_meta_q.r_rdy, p.tx_waiting,
-                                      (p.pending != 0) | p.q["own"].have))]
+                                      (p.pending != 0) | (p.q["own"].have & ~self.rd_data.tvalid)))]
         st = self.status
         m.d.comb += [
             self.busy.eq(running),

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from contract.credits import TIGHT
 from contract.limits import DEFAULT_WIDTH, MAX_CLUSTER_NODES, WIDTHS
 from hdl.arith.reduction_unit import ReductionUnit
 from hdl.codec.compressor import Compressor
@@ -60,12 +61,12 @@ def module_name(top: str, width: int) -> str:
     return f"ainic_{top}_w{width}"
 
 
-def _cluster(nodes: int, width: int, aggregation: bool = False) -> ClusterBench:
-    return ClusterBench(nodes, width, nic_module=module_name("nic", width), aggregation=aggregation)
+def _cluster(nodes: int, width: int, aggregation: bool = False, nic: str = "nic") -> ClusterBench:
+    return ClusterBench(nodes, width, nic_module=module_name(nic, width), aggregation=aggregation)
 
 
-def _cluster_sources(width: int) -> tuple:
-    return (MEMORY_SOURCE, CAPTURE_SOURCE, export("nic", width))
+def _cluster_sources(width: int, nic: str = "nic") -> tuple:
+    return (MEMORY_SOURCE, CAPTURE_SOURCE, export(nic, width))
 
 
 SIM_TOPS = {
@@ -78,6 +79,10 @@ SIM_TOPS = {
     **{f"switch_cluster_n{n}": Top(partial(_cluster, n, aggregation=True), _cluster_sources,
                                    lambda width: (module_name("nic", width),), module=ClusterBench.__module__)
        for n in range(2, MAX_CLUSTER_NODES + 1)},
+    # a NIC whose receive side is tiny (contract.credits.TIGHT), and 6 of them in a ring: credits bind
+    "nic_tight": Top(partial(Nic, credits=TIGHT)),
+    "tight_cluster_n6": Top(partial(_cluster, 6, nic="nic_tight"), partial(_cluster_sources, nic="nic_tight"),
+                            lambda width: (module_name("nic_tight", width),), module=ClusterBench.__module__),
 }
 
 

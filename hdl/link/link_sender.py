@@ -48,7 +48,7 @@ class LinkSender(wiring.Component):
       its record at one beat per cycle.
     * Counters since reset: ``retransmissions`` (frames sent again after a loss), ``timeouts`` (of the timer
       with frames outstanding), ``nacks_received``, ``probes``; ``unacked`` (frames kept), ``blocked`` (a new
-      frame waits for credit or room). Reset (or a ``ResetInserter``) is the link reset.
+      frame waits for the next rank's credit). Reset (or a ``ResetInserter``) is the link reset.
     """
 
     def __init__(self, width: int = 512, credits: cr.Credits = cr.DEFAULT):
@@ -97,7 +97,7 @@ class LinkSender(wiring.Component):
         writing = written != nxt        # a frame's payload is coming in
         # the next header may come in with the last beat of the payload before it
         m.d.comb += [new.ready.eq(gate.ok & (~writing | (sp.tvalid & sp.tlast))), gate.take.eq(new.valid & new.ready),
-                     self.blocked.eq(new.valid & ~new.ready)]
+                     self.blocked.eq(new.valid & ~gate.ok)]
         alloc = Signal(dbits)           # where the next new frame's payload starts
         new_meta = Signal(TxMeta)
         m.d.comb += [new_meta.eq(new.payload), new_meta.ainic.psn.eq(nxt),

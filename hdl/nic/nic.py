@@ -196,6 +196,10 @@ class Nic(wiring.Component):
         with m.If(was_busy & ~eng.busy & eng.status.timeout):
             m.d.sync += ring_timeouts.eq(ring_timeouts + 1)
         m.d.comb += st.ring_timeouts.eq(ring_timeouts)
+        credit_waits = Signal(32)
+        with m.If(ls.blocked & ~link_reset):
+            m.d.sync += credit_waits.eq(credit_waits + 1)
+        m.d.comb += st.link_credit_waits.eq(credit_waits)
         tx_frames = Signal(32)
         tx_bytes, rx_bytes = Signal(32), Signal(32)
         for port, nbytes, name in ((self.m_axis_tx, tx_bytes, "tx"), (self.s_axis_rx, rx_bytes, "rx")):

@@ -17,6 +17,9 @@
 //   $fread (each word's bytes most significant first, as $fread fills a memory); a cycle with bd_dump high
 //   runs $writememh(DUMP_FILE, mem, bd_lo, bd_hi) (word indices). Paths are relative to the simulator's
 //   working directory. (Binary loads: $readmemh parsed 4 MB at about 10 MB/s on Verilator.)
+// * Resets: rst resets everything but the contents; bus_rst resets the AXI port alone (bursts in flight
+//   are forgotten; contents, statistics and the cycle count stay), the AXI reset that goes with resetting
+//   the master alone (AXI has one ARESETn per interface: master and slave leave reset together).
 // * Checks: a burst that crosses a 4 KiB boundary, a size other than the bus width, a burst type other
 //   than INCR, or a WLAST on the wrong beat increments stat_violations and prints a message.
 `timescale 1ns/1ps
@@ -28,6 +31,7 @@ module ainic_host_memory #(
 ) (
     input  wire                    clk,
     input  wire                    rst,
+    input  wire                    bus_rst,
     // AXI4 slave
     input  wire [63:0]             s_axi_awaddr,
     input  wire [7:0]              s_axi_awlen,
@@ -147,7 +151,7 @@ module ainic_host_memory #(
     reg [4:0]  arq_wp, arq_rp;
     wire arq_full = (arq_wp - arq_rp) == QD;
     wire arq_empty = arq_wp == arq_rp;
-    assign s_axi_arready = !rst && !arq_full && !stall_ar;
+    assign s_axi_arready = !rst && !bus_rst && !arq_full && !stall_ar;
 
     reg        rd_busy;
     reg [63:0] rd_addr;
@@ -162,7 +166,7 @@ module ainic_host_memory #(
     reg [4:0]  awq_wp, awq_rp;
     wire awq_full = (awq_wp - awq_rp) == QD;
     wire awq_empty = awq_wp == awq_rp;
-    assign s_axi_awready = !rst && !awq_full && !stall_aw;
+    assign s_axi_awready = !rst && !bus_rst && !awq_full && !stall_aw;
 
     reg        wr_busy;
     reg [63:0] wr_addr;
@@ -172,7 +176,7 @@ module ainic_host_memory #(
     reg [63:0] bq_time [0:QD-1];
     reg [4:0]  bq_wp, bq_rp;
     wire bq_full = (bq_wp - bq_rp) == QD;
-    assign s_axi_wready = !rst && (wr_busy || !awq_empty) && !bq_full && !stall_w && w_tok;
+    assign s_axi_wready = !rst && !bus_rst && (wr_busy || !awq_empty) && !bq_full && !stall_w && w_tok;
     assign w_fire = s_axi_wvalid && s_axi_wready;
 
     wire [63:0] w_addr_now = wr_busy ? wr_addr : awq_addr[awq_rp[3:0]];
@@ -187,15 +191,18 @@ module ainic_host_memory #(
     reg [DATA_WIDTH-1:0] merged;
 
     always @(posedge clk) begin
-        if (rst) begin
+        if (rst || bus_rst) begin
             lfsr <= cfg_seed == 0 ? 32'h1234_5678 : cfg_seed;
             rtokens <= 0; wtokens <= 0;
             arq_wp <= 0; arq_rp <= 0; awq_wp <= 0; awq_rp <= 0; bq_wp <= 0; bq_rp <= 0;
             rd_busy <= 0; wr_busy <= 0; wr_resp <= 0;
             s_axi_rvalid <= 0; s_axi_rlast <= 0; s_axi_rresp <= 0; s_axi_rdata <= 0;
             s_axi_bvalid <= 0; s_axi_bresp <= 0;
-            stat_cycle <= 0; stat_rd_beats <= 0; stat_wr_beats <= 0; stat_violations <= 0;
-            stat_rd_first <= 0; stat_rd_last <= 0; stat_wr_first <= 0; stat_wr_last <= 0;
+            if (rst) begin
+                stat_cycle <= 0; stat_rd_beats <= 0; stat_wr_beats <= 0; stat_violations <= 0;
+                stat_rd_first <= 0; stat_rd_last <= 0; stat_wr_first <= 0; stat_wr_last <= 0;
+            end else
+                stat_cycle <= stat_cycle + 1;
         end else begin
             lfsr <= x3;
             stat_cycle <= stat_cycle + 1;

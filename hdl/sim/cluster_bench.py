@@ -45,7 +45,8 @@ class ClusterBench(wiring.Component):
     port for downlink i; thresholds ``fault_drop`` / ``fault_dup`` / ``fault_corrupt`` for all, seeds
     ``n<i>_up_seed`` / ``n<i>_down_seed``, counters ``n<i>_up_faults`` / ``n<i>_down_faults``: dropped,
     duplicated, corrupted). ``n<i>_link_down`` drops every frame on both of NIC i's links (a dead peer);
-    ``n<i>_reset`` resets NIC i alone (its host memory keeps its contents).
+    ``n<i>_reset`` resets NIC i alone and its host memory's AXI port (AXI resets master and slave together;
+    the memory keeps its contents).
 
     With ``aggregation``, the centre is an :class:`AggregationSwitch` (configured through the ``sw_*``
     ports, its counters on ``sw_stats``, port i's address ``n<i>_mac`` / ``n<i>_ip``).
@@ -126,7 +127,7 @@ class ClusterBench(wiring.Component):
             wiring.connect(m, axil.m, nic.s_axil)
             m.d.comb += getattr(self, f"n{i}_irq").eq(nic.irq)
             add_host_memory(m, f"memory{i}", nic.m_axi, self, f"n{i}_mem_", W, self.addr_bits,
-                            f"hostmem{i}_load.bin", f"hostmem{i}_dump.hex", registered=True)
+                            f"hostmem{i}_load.bin", f"hostmem{i}_dump.hex", registered=True, bus_rst=nic_reset)
             m.submodules[f"up{i}"] = up = LinkModel(W, self.link_depth)
             m.submodules[f"down{i}"] = down = LinkModel(W, self.link_depth, user_width=1)
             for link in (up, down):

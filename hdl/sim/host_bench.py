@@ -27,10 +27,11 @@ def memory_members(prefix: str = "mem_") -> dict:
 
 
 def add_host_memory(m, name, axi, top, prefix, width, addr_bits, load_file="hostmem_load.bin",
-                    dump_file="hostmem_dump.hex", registered=False):
+                    dump_file="hostmem_dump.hex", registered=False, bus_rst=0):
     """Instantiate ``ainic_host_memory`` as the slave of AXI4 master ``axi`` (an interface object), with its
     configuration and statistics on ``top``'s ``<prefix>*`` ports (see :func:`memory_members`). With
-    ``registered``, the configuration and backdoor inputs pass through a flip-flop (one cycle later)."""
+    ``registered``, the configuration and backdoor inputs pass through a flip-flop (one cycle later).
+    ``bus_rst`` resets the memory's AXI port alone (with a reset of its master alone)."""
     ports = {}
     for member, desc in axi.signature.members.items():
         # the memory is the slave: the NIC's outputs are its inputs
@@ -47,7 +48,7 @@ def add_host_memory(m, name, axi, top, prefix, width, addr_bits, load_file="host
     m.submodules[name] = Instance(
         "ainic_host_memory",
         p_DATA_WIDTH=width, p_ADDR_BITS=addr_bits, p_LOAD_FILE=load_file, p_DUMP_FILE=dump_file,
-        i_clk=ClockSignal(), i_rst=ResetSignal(), **ports)
+        i_clk=ClockSignal(), i_rst=ResetSignal(), i_bus_rst=bus_rst, **ports)
 
 
 class HostBench(wiring.Component):

@@ -162,6 +162,20 @@ class SenderModel:
 
 
 @dataclass
+class Injector:
+    """One fault injector a frame passes (its generator), with the RTL injector's counters."""
+    stream: FaultStream
+    frames: int = 0
+    dropped: int = 0
+    duplicated: int = 0
+    corrupted: int = 0
+
+    def counters(self) -> dict:
+        return {"frames": self.frames, "dropped": self.dropped, "duplicated": self.duplicated,
+                "corrupted": self.corrupted}
+
+
+@dataclass
 class LinkRun:
     """What one link did in :func:`simulate_link`."""
     frames: int                          # data frames the engine handed the sender
@@ -175,6 +189,8 @@ class LinkRun:
     dropped: int = 0
     duplicated: int = 0
     corrupted: int = 0
+    corrupt_arrived: list = field(default_factory=lambda: [0, 0])   # frames dropped as corrupt: there, back
+    bytes_sent: int = 0                  # wire bytes of the data frames that entered the link
     duplicates: int = 0                  # frames the receiver dropped as copies
     out_of_order: int = 0
     delivered: list = field(default_factory=list)   # psns the receiver took, in order
@@ -182,18 +198,21 @@ class LinkRun:
 
 def simulate_link(beats: list, *, latency: int = 250, bytes_per_cycle: float = 40.0, frame_bytes=None,
                   faults=None, link: int = 0, width: int = 512, credits: cr.Credits = cr.DEFAULT,
-                  timeout: int = 2048, backoff_max: int = 4, limit_cycles: float = 1e9) -> LinkRun:
+                  timeout: int = 2048, backoff_max: int = 4, limit_cycles: float = 1e9, paths=None) -> LinkRun:
     """One link's data frames (``beats`` payload beats each, ``frame_bytes`` wire bytes each: 98 + payload
     by default) from a sender whose engine always has the next one, to a receiver that consumes at once,
     over a ``latency``-cycle path each way that carries ``bytes_per_cycle``. ``faults`` (drop, dup,
     corrupt probabilities and a seed, ``in_network.Faults``-like) hit data frames on the way there and acks on
     the way back, drawn per frame from the RTL injector's generator (link ``2 * link`` there, ``2 * link +
-    1`` back). Returns what happened (:class:`LinkRun`); raises RuntimeError past ``limit_cycles``."""
+    1`` back). ``paths`` instead: the :class:`Injector` s a frame passes there and back, in order (the
+    ring's cluster bench has two each way: the sender's uplink, the receiver's downlink), counted in them.
+    Returns what happened (:class:`LinkRun`); raises RuntimeError past ``limit_cycles``."""
     frame_bytes = frame_bytes or [98 + b * (width // 8) for b in beats]
-    f = faults or {}
-    seed = f.get("seed", 1)
-    gens = [FaultStream(link_seed(seed, 2 * link + d), threshold(f.get("drop", 0)), threshold(f.get("dup", 0)),
-                        threshold(f.get("corrupt", 0))) for d in (0, 1)]
+    if paths is None:
+        f = faults or {}
+        paths = [[Injector(FaultStream(link_seed(f.get("seed", 1), 2 * link + d), threshold(f.get("drop", 0)),
+                                       threshold(f.get("dup", 0)), threshold(f.get("corrupt", 0))))]
+                 for d in (0, 1)]
     tx, rx = SenderModel(width, credits, timeout, backoff_max), ReceiverModel(width, credits)
     run = LinkRun(len(beats))
     events, seq = [], 0                  # (time, order, kind, payload)
@@ -203,19 +222,31 @@ def simulate_link(beats: list, *, latency: int = 250, bytes_per_cycle: float = 4
         heapq.heappush(events, (t, seq, kind, payload))
         seq += 1
 
-    def through(t, direction, kind, payload, nbytes):
-        """A frame enters direction 0 (there) or 1 (back) at t: the faults decide what arrives."""
-        d = gens[direction].next()
+    def through(t, direction, kind, payload, nbytes, hop=0, bad=False):
+        """A frame enters direction 0 (there) or 1 (back) at t: the injectors on the way decide what
+        arrives (a corrupted frame goes on with its error mark; the receiver's MAC drops it)."""
+        path = paths[direction]
+        if hop == len(path):
+            if bad:
+                run.corrupt_arrived[direction] += 1
+            else:
+                push(t + latency, kind, payload)
+            return
+        inj = path[hop]
+        d = inj.stream.next()
+        inj.frames += 1
         if d.drop:
+            inj.dropped += 1
             run.dropped += 1
             return
-        if d.corrupt:                    # the receiver's MAC sees the error: dropped there
+        if d.corrupt:
+            inj.corrupted += 1
             run.corrupted += 1
-            return
-        push(t + latency, kind, payload)
-        if d.duplicate:
+        through(t, direction, kind, payload, nbytes, hop + 1, bad or d.corrupt)
+        if d.duplicate:                  # an exact copy right behind it
+            inj.duplicated += 1
             run.duplicated += 1
-            push(t + latency + nbytes / bytes_per_cycle, kind, payload)
+            through(t + nbytes / bytes_per_cycle, direction, kind, payload, nbytes, hop + 1, bad or d.corrupt)
 
     def reply(t, r):
         if r is not None:
@@ -238,6 +269,7 @@ def simulate_link(beats: list, *, latency: int = 250, bytes_per_cycle: float = 4
                 nbytes = frame_bytes[psn % len(frame_bytes)] if psn < len(frame_bytes) else frame_bytes[-1]
                 busy_until = now + nbytes / bytes_per_cycle
                 run.sent += 1
+                run.bytes_sent += nbytes
                 through(busy_until, 0, "data", psn, nbytes)
                 continue
         # the timer

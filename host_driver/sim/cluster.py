@@ -33,7 +33,10 @@ from contract.in_network import (
     MAX_NIC_WINDOW,
     MAX_WINDOW,
     RETRANSMIT_TIMEOUT,
+    FaultStream,
     is_power_of_two,
+    link_seed,
+    threshold,
 )
 from contract.limits import MAX_CLUSTER_NODES, WIDTHS
 from contract.link import Stall, ack_fields
@@ -42,6 +45,7 @@ from host_driver.models import allreduce as ar
 from host_driver.models import in_network as inn
 from host_driver.models import numerics as nm
 from host_driver.models import protocol as proto
+from host_driver.models import ring_link
 
 BACKENDS = ("model", "verilator", "icarus")
 #: the RTL cluster's aggregation switch takes packets of at most this many elements (hdl/sim/cluster_bench.py)
@@ -143,7 +147,8 @@ class ClusterStats:
     retransmitted_per_rank: list = None     # switch: contributions a rank sent again (its timer)
     duplicate_results_per_rank: list = None     # switch: results a rank dropped as already taken
     switch_counters: dict = None     # switch: its drops by reason, and per job absorbed/completed/unicast
-    model_cycles: float = None       # switch, model backend: the event model's time (not a measurement)
+    model_cycles: float = None       # model backend, switch or faulty ring: the event model's time (not a
+    #                                  measurement; the ring's: its slowest link with data always ready)
     # the ring's links on an RTL backend (registers, contract/link.py): per rank
     acks_sent_per_rank: list = None
     nacks_sent_per_rank: list = None
@@ -209,10 +214,6 @@ class Cluster:
         if algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
         self.faults = parse_faults(faults)
-        if algorithm == "ring" and backend == "model" and (self.faults.any or dead_rank is not None):
-            raise ValueError("faults on the ring run on an RTL backend ('verilator' or 'icarus'): the model "
-                             "backend computes the ring's result, which faults do not change, but not its link "
-                             "layer's retransmissions")
         if dead_rank is not None:
             if algorithm != "ring":
                 raise ValueError("dead_rank is for the ring (the switch algorithm's deadline: deadline=)")
@@ -367,7 +368,62 @@ class Cluster:
             return self._collective_switch(x)
         if self.backend != "model":
             return self._collective_rtl(op, x)
-        return MODEL_OPS[op](x, self.codec, self.dtype, self.packet), self._traffic_stats(x, op)
+        results, stats = MODEL_OPS[op](x, self.codec, self.dtype, self.packet), self._traffic_stats(x, op)
+        if self.faults.any or self.dead_rank is not None:
+            self._ring_model_links(stats, op, results)
+        return results, stats
+
+    def _ring_model_links(self, stats, op, results):
+        """The model backend's ring over faulty links: the result is the golden model's (the links deliver
+        each frame once, in order); each link's frames go through ``ring_link.simulate_link`` with the
+        bench's four injectors per link (sender's uplink and receiver's downlink there, the reverse back),
+        so the link counters are the model's (statistically the RTL's, not cycle for cycle: the RTL's
+        injectors see both links' frames interleaved in time). A dead rank: every rank times out (the
+        ring is a cycle of waits), then, links reset, the same collective gives the golden result."""
+        n = self.nodes
+        stats.faults = asdict(self.faults)
+        if self.dead_rank is not None:
+            d = self.dead_rank
+            # every rank ends up waiting for its predecessor's next frame (what the RTL reports: a sender's
+            # frames for the dead rank are in its link sender, not waiting in the engine)
+            stalls = [{"status_name": "timeout", "stall": Stall.receive} for _ in range(n)]
+            stats.recovered = True
+            raise CollectiveTimeout(ring_timeout_message(f"ring {op} on the model", stalls, n)
+                                    + f" (the model's prediction: rank {d}'s links are dead, and after "
+                                    f"{self.deadline:,} cycles without progress every rank times out). After "
+                                    "CONTROL.link_reset on every NIC the same collective gives the golden result",
+                                    ["timeout"] * n, stats, results)
+        f = self.faults
+        inj = {(side, r): ring_link.Injector(FaultStream(link_seed(f.seed, 2 * r + (side == "down")),
+                                                         threshold(f.drop), threshold(f.dup), threshold(f.corrupt)))
+               for side in ("up", "down") for r in range(n)}
+        _, sends = ar.ring_sends(n, stats.elements, self.packet, op)
+        beat = self.width // 8
+        frame_bytes = [[] for _ in range(n)]
+        for _, src, _, count in sends:
+            frame_bytes[src].append(nm.codec_bytes(self.codec, count))
+        runs = []
+        for r in range(n):
+            payload = frame_bytes[r] or [0]
+            runs.append(ring_link.simulate_link(
+                [max(1, -(-b // beat)) for b in payload], latency=2 * self.link_latency + 2,
+                bytes_per_cycle=stats.link_bytes_per_cycle, frame_bytes=[HEADER + WIRE_EXTRA + b for b in payload],
+                width=self.width, timeout=self.retransmit_timeout,
+                paths=([inj["up", r], inj["down", (r + 1) % n]], [inj["up", (r + 1) % n], inj["down", r]]))
+                if frame_bytes[r] else ring_link.LinkRun(0))
+        prev = [runs[(r - 1) % n] for r in range(n)]
+        stats.fault_counters = {side: [inj[side, r].counters() for r in range(n)] for side in ("up", "down")}
+        stats.retransmitted_per_rank = [run.retransmissions for run in runs]
+        stats.link_timeouts_per_rank = [run.timeouts for run in runs]
+        stats.acks_sent_per_rank = [p.acks for p in prev]
+        stats.nacks_sent_per_rank = [p.nacks for p in prev]
+        stats.duplicates_dropped_per_rank = [p.duplicates for p in prev]
+        stats.out_of_order_dropped_per_rank = [p.out_of_order for p in prev]
+        stats.corrupted_dropped_per_rank = [p.corrupt_arrived[0] + run.corrupt_arrived[1] for p, run in zip(prev, runs)]
+        stats.frames_per_link = [run.sent + p.acks + p.nacks for run, p in zip(runs, prev)]
+        stats.frame_bytes_per_link = [run.bytes_sent - WIRE_EXTRA * run.sent + HEADER * (p.acks + p.nacks)
+                                      for run, p in zip(runs, prev)]
+        stats.model_cycles = max(run.cycles for run in runs)
 
     def _traffic_stats(self, x, op="allreduce"):
         """Stats with everything the model knows: traffic from the exact packets, the ring bound."""

@@ -98,7 +98,7 @@ async def configure_switch(dut, job: dict, groups: list) -> None:
 
 #: a ring job's per-NIC registers in its stats: the reliable link's counters (contract/link.py)
 RING_REGISTERS = ("RETRANSMISSIONS", "LINK_TX_PSN", "LINK_RX_PSN", "LINK_TX_UNACKED", "LINK_TIMEOUTS", "LINK_PROBES",
-                  "LINK_NACKS_RECEIVED", "LINK_NACKS_SENT", "LINK_ACKS_SENT", "RING_TIMEOUTS",
+                  "LINK_NACKS_RECEIVED", "LINK_NACKS_SENT", "LINK_ACKS_SENT", "RING_TIMEOUTS", "LINK_CREDIT_WAITS",
                   "RX_DROP_DUPLICATE", "RX_DROP_OUT_OF_ORDER", "RX_DROP_MAC_ERROR", "RX_DROP_LINK_DOWN")
 
 

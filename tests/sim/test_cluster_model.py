@@ -123,8 +123,6 @@ def test_switch_timeout_is_an_exception_naming_the_ranks(rng):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(faults={"drop": 0.01}), "faults on the ring run on an RTL backend"),
-    (dict(dead_rank=1), "faults on the ring run on an RTL backend"),
     (dict(backend="icarus", dead_rank=4), r"dead_rank must be a rank in 0 .. 3"),
     (dict(algorithm="switch", dead_rank=1), "dead_rank is for the ring"),
     (dict(deadline=0), "deadline must be a positive int"),
@@ -157,8 +155,37 @@ def test_demo_switch_with_faults(tmp_path, capsys):
     assert d["bit_exact"] and d["identical_on_all_ranks"] and d["algorithm"] == "switch"
     assert sum(d["retransmitted_per_rank"]) > 0
     assert len(read_pcap(tmp_path / "s.pcap")) > 2 * 8 * 79
-    assert main(["demo", "--sim", "model", "--drop", "0.01", "--nodes", "2", "--elements", "100"]) == 2
-    assert "faults on the ring run on an RTL backend" in capsys.readouterr().err
+    assert main(["demo", "--sim", "model", "--drop", "0.05", "--nodes", "3", "--elements", "3000"]) == 0
+    text = capsys.readouterr().out
+    assert "retransmitted per rank" in text and "bit-exact with golden model        yes" in text
+
+
+def test_ring_model_with_faults(rng):
+    """The model backend's ring over faulty links: the golden result, and link counters that add up: each
+    frame a rank sends (data, resends, probes, acks, nacks) passes its uplink's injector once."""
+    x = [rng.standard_normal(5000).astype(np.float32) for _ in range(4)]
+    c = Cluster(4, codec="bfp8", link_latency=50, faults={"drop": 0.02, "dup": 0.02, "corrupt": 0.02, "seed": 9})
+    results, stats = c.allreduce(x)
+    assert np.array_equal(results.view(np.uint32), c.golden(x).view(np.uint32))
+    fc = stats.fault_counters
+    assert stats.frames_per_link == [u["frames"] for u in fc["up"]]
+    assert all(f > d for f, d in zip(stats.frames_per_link, stats.data_frames_per_link))
+    assert sum(stats.retransmitted_per_rank) > 0 and sum(stats.nacks_sent_per_rank) > 0
+    assert sum(stats.duplicates_dropped_per_rank) > 0 and sum(stats.corrupted_dropped_per_rank) > 0
+    assert sum(u["dropped"] + u["corrupted"] for u in fc["up"] + fc["down"]) > 0
+    # the same faults, none: nothing resent, the loss-free traffic
+    _, clean = Cluster(4, codec="bfp8", faults={"drop": 0.0, "seed": 9}).allreduce(x)
+    assert clean.retransmitted_per_rank is None and clean.frames_per_link == [d + a for d, a in
+                                                                             zip(clean.data_frames_per_link, clean.ack_frames_per_link)]
+
+
+def test_ring_model_dead_rank(rng):
+    x = [rng.standard_normal(300).astype(np.float32) for _ in range(3)]
+    c = Cluster(3, dead_rank=1)
+    with pytest.raises(CollectiveTimeout, match=r"rank 2 timeout \(waiting for a frame from rank 1\)") as e:
+        c.allreduce(x)
+    assert e.value.status == ["timeout"] * 3 and e.value.stats.recovered
+    assert np.array_equal(e.value.results.view(np.uint32), c.golden(x).view(np.uint32))
 
 
 def test_fabric_picks_the_bench_and_is_checked():
