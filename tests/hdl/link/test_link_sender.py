@@ -66,12 +66,19 @@ def frames_to_send(rng, n):
     return out
 
 
-def run(rng, n, drop=0.0, ack_drop=0.0, dead=None, ctrl_every=0, cycles=200_000, delay=0):
+def run(rng, n, drop=0.0, ack_drop=0.0, dead=None, ctrl_every=0, cycles=200_000, delay=0, final_acks_lost=0):
     from hdl.link.link_sender import LinkSender
     dut = LinkSender(W, CC)
     todo = frames_to_send(rng, n)
     rx = Receiver(delay)
-    log = {"sent": [], "limit_seen": CC.rx_frames, "ctrl": [], "max_unacked": 0}
+    log = {"sent": [], "limit_seen": CC.rx_frames, "ctrl": [], "max_unacked": 0, "final_lost": 0}
+
+    def ack_lost(cyc):
+        """Random ack loss, the dead spell, and the first ``final_acks_lost`` acks once every frame is in."""
+        if len(rx.frames) == n and log["final_lost"] < final_acks_lost:
+            log["final_lost"] += 1
+            return True
+        return rng.random() < ack_drop or bool(dead and dead[0] <= cyc < dead[1])
 
     async def bench(ctx):
         ctx.set(dut.cfg.timeout, 300)
@@ -157,18 +164,18 @@ def run(rng, n, drop=0.0, ack_drop=0.0, dead=None, ctrl_every=0, cycles=200_000,
                         channel.append((cyc + LATENCY, meta, payload))
             # -- the far end consumes, and takes what arrives
             ack = rx.consume(cyc)
-            if ack and not (rng.random() < ack_drop or (dead and dead[0] <= cyc < dead[1])):
+            if ack and not ack_lost(cyc):
                 acks.append((cyc + LATENCY, ack))
             while channel and channel[0][0] <= cyc:
                 _, meta, payload = channel.pop(0)
                 ack = rx.take(meta, payload)
-                if ack and not (rng.random() < ack_drop or (dead and dead[0] <= cyc < dead[1])):
+                if ack and not ack_lost(cyc):
                     acks.append((cyc + LATENCY, ack))
             if len(rx.frames) == n and ctx.get(dut.unacked) == 0 and not ctrl_pending and not rx.pending:
                 log["cycles"] = cyc
                 log["probes"], log["retransmissions"] = ctx.get(dut.probes), ctx.get(dut.retransmissions)
                 return
-            if len(rx.frames) == n and not acks and not channel and cyc % 50 == 0:
+            if len(rx.frames) == n and not acks and not channel and cyc % 50 == 0 and not ack_lost(cyc):
                 acks.append((cyc + LATENCY, rx.ack(nack=False)))      # the receiver's delayed ack
         raise AssertionError(f"not done after {cycles} cycles: {len(rx.frames)} of {n} frames received")
 
@@ -223,3 +230,12 @@ def test_link_sender_probes_when_a_credit_ack_is_lost(rng):
     log, resent, rx, dut = run(rng, 60, ack_drop=0.5, delay=2000)
     assert log["probes"] > 0
     assert len(log["sent"]) == 60 + log["retransmissions"] + log["probes"]
+
+
+def test_link_sender_recovers_when_the_final_acks_are_lost(rng):
+    """Every frame arrived, and the acks that say so are lost (the receiver's next several, its delayed acks
+    included): the sender still holds the tail, its timer sends it again, the receiver drops the copies as
+    duplicates and acks at once, and the sender ends with nothing unacknowledged."""
+    log, resent, rx, dut = run(rng, 30, final_acks_lost=6)
+    assert log["final_lost"] == 6
+    assert resent and rx.duplicates > 0
