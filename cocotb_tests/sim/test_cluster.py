@@ -302,6 +302,11 @@ TIGHT_FAULT_PLAN = [fault_job("t6_faults", 6, 4000, "bfp4", lossy(0.03, 21)),
                     fault_job("t6_late_faults", 6, 5000, "none", lossy(0.02, 22), stagger=12000, early=20)]
 
 
+def credit_waits(work, j) -> list:
+    """Each rank's LINK_CREDIT_WAITS after job ``j``."""
+    return [r["LINK_CREDIT_WAITS"] for r in json.loads((work / f"{j['name']}.stats.json").read_text())["nic_registers"]]
+
+
 @pytest.mark.heavy(200)
 def test_credits_bind_on_a_tiny_receive_buffer(tmp_path):
     """The same checks as above on the tight build: every result bit-exact, no NIC ever refused a beat
@@ -312,14 +317,12 @@ def test_credits_bind_on_a_tiny_receive_buffer(tmp_path):
     run_jobs("verilator", "tight_cluster_n6", [dict(j) for j in TIGHT_PLAN], tmp_path)
     late = json.loads((tmp_path / "t6_late.stats.json").read_text())
     assert late["frames_before_last_start"][4] <= credits.TIGHT.rx_frames + 8, late["frames_before_last_start"]
-    waits = {j["name"]: [r["LINK_CREDIT_WAITS"] for r in json.loads((tmp_path / f"{j['name']}.stats.json").read_text())
-                         ["nic_registers"]] for j in TIGHT_PLAN}
+    waits = {j["name"]: credit_waits(tmp_path, j) for j in TIGHT_PLAN}
     assert all(w == 0 for ws in waits.values() for w in ws), waits
     faulty = tmp_path / "faults"
     faulty.mkdir()
     run_fault_jobs("verilator", "tight_cluster_n6", TIGHT_FAULT_PLAN, faulty)
     # with loss the credits bind: senders had a new frame and no credit for it (LINK_CREDIT_WAITS), and
     # still no NIC refused a beat (check_fault_jobs: rx_stall_cycles 0)
-    waits = [r["LINK_CREDIT_WAITS"] for j in TIGHT_FAULT_PLAN
-             for r in json.loads((faulty / f"{j['name']}.stats.json").read_text())["nic_registers"]]
+    waits = [w for j in TIGHT_FAULT_PLAN for w in credit_waits(faulty, j)]
     assert sum(waits) > 0, waits

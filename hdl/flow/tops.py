@@ -79,7 +79,7 @@ SIM_TOPS = {
     **{f"switch_cluster_n{n}": Top(partial(_cluster, n, aggregation=True), _cluster_sources,
                                    lambda width: (module_name("nic", width),), module=ClusterBench.__module__)
        for n in range(2, MAX_CLUSTER_NODES + 1)},
-    # a NIC whose receive side is tiny (contract.credits.TIGHT), and 6 of them in a ring: credits bind
+    # a NIC whose receive side is tiny (contract.credits.TIGHT), and 6 of them in a ring (credits bind with loss)
     "nic_tight": Top(partial(Nic, credits=TIGHT)),
     "tight_cluster_n6": Top(partial(_cluster, 6, nic="nic_tight"), partial(_cluster_sources, nic="nic_tight"),
                             lambda width: (module_name("nic_tight", width),), module=ClusterBench.__module__),
