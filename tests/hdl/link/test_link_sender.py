@@ -171,7 +171,8 @@ def run(rng, n, drop=0.0, ack_drop=0.0, dead=None, ctrl_every=0, cycles=200_000,
                 ack = rx.take(meta, payload)
                 if ack and not ack_lost(cyc):
                     acks.append((cyc + LATENCY, ack))
-            if len(rx.frames) == n and ctx.get(dut.unacked) == 0 and not ctrl_pending and not rx.pending:
+            if (len(rx.frames) == n and ctx.get(dut.unacked) == 0 and not ctrl_pending and not rx.pending
+                    and not channel):                   # done: nothing left on the wire either
                 log["cycles"] = cyc
                 log["probes"], log["retransmissions"] = ctx.get(dut.probes), ctx.get(dut.retransmissions)
                 return
