@@ -21,7 +21,7 @@ setup:
 BLOCK_FILES = $(if $(BLOCK),$(or $(shell find tests cocotb_tests -name 'test_$(BLOCK).py'),$(error no test_$(BLOCK).py under tests/ or cocotb_tests/)),tests cocotb_tests)
 
 test: $(PY)
-	$(PY) -m pytest -n $(JOBS) $(BLOCK_FILES)
+	$(PY) -m pytest -n $(JOBS) --durations=25 $(BLOCK_FILES)
 
 unit: $(PY)
 	$(PY) -m pytest -n $(JOBS) tests

@@ -29,13 +29,15 @@ def lint(source: Path, *extra: str) -> str:
 
 
 def yosys_elaborate(source: Path, top: str, workdir: Path) -> dict:
-    """Yosys reads ``source``, elaborates ``top`` with every module found, turns every process into cells,
+    """Yosys reads ``source`` (Verilog, or the RTLIL of the same netlist: ``.il``), elaborates ``top`` with every module found, turns every process into cells,
     flattens and checks the netlist (``check -assert``: no combinational loop, no wire with two drivers,
     nothing undriven that is used), and infers the memories; returns the generic cell counts ($mux, $add,
     $mem_v2, ...). The step every synthesis tool takes first, in about a quarter of ``synth_xilinx``'s time."""
+    source = Path(source)
     workdir.mkdir(parents=True, exist_ok=True)
     stat = workdir / f"{top}.elab.stat"
-    script = (f"read_verilog {source}; hierarchy -check -top {top}; proc; flatten; opt_clean; check -assert; "
+    read = "read_rtlil" if source.suffix == ".il" else "read_verilog"
+    script = (f"{read} {source}; hierarchy -check -top {top}; proc; flatten; opt_clean; check -assert; "
               f"memory -nomap; opt_clean; tee -q -o {stat} stat")
     res = subprocess.run([require("yosys"), "-q", "-p", script], capture_output=True, text=True)
     if res.returncode:
