@@ -183,64 +183,91 @@ def soak_jobs(rng, count: int, width: int = 64, packet: int = 64) -> list:
     return jobs
 
 
-def soak_bench(results, args):
-    """``args.soak`` fault-injected ring all-reduces (:func:`soak_jobs`) on the 8-NIC Verilator bench at W = 64,
-    in batches of one simulation each: a run is right when every rank's completion is ok and its result is
-    the golden model's bit for bit; wrong when it finished otherwise; hung when the driver gave up waiting
-    (the simulation stops there and the rest of its batch runs again)."""
+def soak_batch(batch: list, work: str) -> list:
+    """Run ``batch`` (soak jobs) on the 8-NIC bench, one simulation for as many of them as it finishes; what
+    each run came to: ``(job, outcome, stats)``, outcome right, wrong or hung. A simulation that stops in a
+    job (the driver gave up waiting) counts that job hung, and the rest of the batch runs again."""
     import numpy as np
 
     from host_driver.sim.cluster import MODEL_OPS
+    work = Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    for j in batch:
+        data_rng = np.random.default_rng(j["seed"])
+        shape = (j["nodes"], j["elements"])
+        x = (data_rng.integers(-1000, 1000, shape, dtype=np.int32) if j["dtype"] == "int32"
+             else data_rng.standard_normal(shape).astype(np.float32))
+        j["inputs"], j["outputs"] = str(work / f"{j['name']}.in.npy"), str(work / j["name"])
+        np.save(j["inputs"], x)
+    out, todo, attempt = [], list(batch), 0
+    while todo:
+        attempt += 1
+        (work / "jobs.json").write_text(json.dumps(todo))
+        try:
+            run("verilator", f"cluster_n{SOAK_BENCH_NODES}", 64, "host_driver.sim.cluster_job",
+                env={"AINIC_JOB": str(work / "jobs.json")}, tag=f"soak-{work.name}-{attempt}")
+            failed = None
+        except AssertionError as exc:
+            failed = str(exc)
+        ran, todo = todo, []
+        for k, j in enumerate(ran):
+            stats_file = Path(j["outputs"] + ".stats.json")
+            if not stats_file.exists():         # the simulation stopped in this job: hung; the rest again
+                out.append((j, "hung", {"error": (failed or "")[-1500:]}))
+                todo = ran[k + 1:]
+                break
+            st = json.loads(stats_file.read_text())
+            x = np.load(j["inputs"])
+            got = np.load(j["outputs"] + ".results.npy")
+            want = MODEL_OPS["allreduce"](list(x), j["codec"], j["dtype"], j["packet"])
+            ok = all(c["status_name"] == "ok" for cs in st["completions"] for c in cs) and \
+                np.array_equal(got.view(np.uint32), want.view(np.uint32))
+            out.append((j, "right" if ok else "wrong", st))
+    return out
+
+
+def soak_bench(results, args):
+    """``args.soak`` fault-injected ring all-reduces (:func:`soak_jobs`) on the 8-NIC Verilator bench at W = 64,
+    in batches of one simulation each (``args.soak_workers`` at a time): a run is right when every rank's
+    completion is ok and its result is the golden model's bit for bit; wrong when it finished otherwise; hung
+    when the driver gave up waiting (the simulation stops there and the rest of its batch runs again)."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    import numpy as np
+
+    from host_driver.sim.runner import build_top
     rng = np.random.default_rng(args.soak_seed)
     todo = soak_jobs(rng, args.soak)
+    batches = [todo[i:i + args.soak_batch] for i in range(0, len(todo), args.soak_batch)]
     counts = {"runs": 0, "right": 0, "wrong": 0, "hung": 0, "frames_lost": 0, "retransmissions": 0,
-              "link_timeouts": 0, "nacks": 0, "probes": 0}
+              "link_timeouts": 0, "nacks": 0, "probes": 0, "faults_hit": 0}
     wrong, hung = [], []
     t0 = time.time()
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        while todo:
-            batch, todo = todo[:args.soak_batch], todo[args.soak_batch:]
-            for j in batch:
-                data_rng = np.random.default_rng(j["seed"])
-                shape = (j["nodes"], j["elements"])
-                x = (data_rng.integers(-1000, 1000, shape, dtype=np.int32) if j["dtype"] == "int32"
-                     else data_rng.standard_normal(shape).astype(np.float32))
-                j["inputs"], j["outputs"] = str(work / f"{j['name']}.in.npy"), str(work / j["name"])
-                np.save(j["inputs"], x)
-            (work / "jobs.json").write_text(json.dumps(batch))
-            print(f"bench: soak, {len(batch)} ring all-reduces with faults ({counts['runs']} done) ...", flush=True)
-            try:
-                run("verilator", f"cluster_n{SOAK_BENCH_NODES}", 64, "host_driver.sim.cluster_job",
-                    env={"AINIC_JOB": str(work / "jobs.json")}, tag="soak")
-                failed = None
-            except AssertionError as exc:
-                failed = str(exc)
-            for k, j in enumerate(batch):
-                stats_file = Path(j["outputs"] + ".stats.json")
-                if not stats_file.exists():         # the simulation stopped in this job: hung; the rest again
-                    hung.append({k2: j[k2] for k2 in ("name", "nodes", "elements", "codec", "faults")})
-                    hung[-1]["error"] = (failed or "")[-1500:]
-                    counts["hung"] += 1
-                    counts["runs"] += 1
-                    todo = batch[k + 1:] + todo
-                    break
-                st = json.loads(stats_file.read_text())
-                x = np.load(j["inputs"])
-                got = np.load(j["outputs"] + ".results.npy")
-                want = MODEL_OPS["allreduce"](list(x), j["codec"], j["dtype"], j["packet"])
-                ok = all(c["status_name"] == "ok" for cs in st["completions"] for c in cs) and \
-                    np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    print(f"bench: soak, {len(todo)} ring all-reduces with faults in {len(batches)} batches, "
+          f"{args.soak_workers} at a time ...", flush=True)
+    build_top("verilator", f"cluster_n{SOAK_BENCH_NODES}", 64)          # once, before the workers share it
+    with tempfile.TemporaryDirectory() as tmp, ProcessPoolExecutor(args.soak_workers) as pool:
+        futures = [pool.submit(soak_batch, b, str(Path(tmp) / f"batch{i}")) for i, b in enumerate(batches)]
+        for fut in as_completed(futures):
+            for j, outcome, st in fut.result():
                 counts["runs"] += 1
-                counts["right" if ok else "wrong"] += 1
-                if not ok:
-                    wrong.append({k2: j[k2] for k2 in ("name", "nodes", "elements", "codec", "dtype", "faults")}
-                                 | {"statuses": [c["status_name"] for cs in st["completions"] for c in cs]})
+                counts[outcome] += 1
+                brief = {k: j[k] for k in ("name", "nodes", "elements", "codec", "dtype", "lag", "link_latency",
+                                           "faults")}
+                if outcome == "hung":
+                    hung.append(brief | st)
+                    continue
+                if outcome == "wrong":
+                    wrong.append(brief | {"statuses": [c["status_name"] for cs in st["completions"] for c in cs]})
                 regs = st["nic_registers"]
-                counts["frames_lost"] += sum(c["dropped"] for side in st["fault_counters"].values() for c in side)
+                fc = [c for side in st["fault_counters"].values() for c in side]
+                counts["frames_lost"] += sum(c["dropped"] for c in fc)
+                counts["faults_hit"] += sum(c["dropped"] + c["duplicated"] + c["corrupted"] for c in fc)
                 for key, reg in (("retransmissions", "RETRANSMISSIONS"), ("link_timeouts", "LINK_TIMEOUTS"),
                                  ("nacks", "LINK_NACKS_SENT"), ("probes", "LINK_PROBES")):
                     counts[key] += sum(r[reg] for r in regs)
+            print(f"bench: soak: {counts['runs']} of {len(todo)} done, {counts['wrong']} wrong, "
+                  f"{counts['hung']} hung ({time.time() - t0:.0f} s)", flush=True)
             results["ring_soak"] = {**counts, "wall_seconds": round(time.time() - t0),
                                     "seed": args.soak_seed, "wrong_runs": wrong, "hung_runs": hung,
                                     "method": soak_bench.__doc__.split("\n\n")[0].replace("\n", " ")}
@@ -367,6 +394,9 @@ def main(argv=None) -> int:
     ap.add_argument("--soak", type=int, default=1000, help="ring: fault-injected runs in the soak (0: none)")
     ap.add_argument("--soak-batch", type=int, default=50, help="ring soak: runs per simulation")
     ap.add_argument("--soak-seed", type=int, default=14, help="ring soak: the seed of its random jobs")
+    ap.add_argument("--soak-workers", type=int, default=os.cpu_count() or 1,
+                    help="ring soak: simulations at a time (default: one per core)")
+    ap.add_argument("--no-loss-sweep", action="store_true", help="ring faults: skip the loss sweep")
     args = ap.parse_args(argv)
 
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
@@ -391,7 +421,8 @@ def main(argv=None) -> int:
         results[sim] = dict(sorted(figures.items()))
     if args.ring_faults:
         if not args.no_sim:
-            ring_loss_bench(results, args)
+            if not args.no_loss_sweep:
+                ring_loss_bench(results, args)
             if args.soak:
                 soak_bench(results, args)
         link_synth(results, args)
@@ -412,7 +443,9 @@ def main(argv=None) -> int:
             res = results.setdefault("synth_xilinx", {})
             for top in TOPS:
                 print(f"bench: synth_xilinx {top} w{args.width} ...", flush=True)
-                cells = synth_xilinx(export(top, args.width), module_name(top, args.width), build_dir() / "synth")
+                # the NIC from its RTLIL: Yosys 0.23's Verilog front end spends minutes on its initialised buffers
+                src = export(top, args.width, fmt="rtlil" if top == "nic" else "verilog")
+                cells = synth_xilinx(src, module_name(top, args.width), build_dir() / "synth")
                 res[f"{top}_w{args.width}"] = cell_summary(cells)
         switch_synth(results, args)
     args.out.parent.mkdir(parents=True, exist_ok=True)

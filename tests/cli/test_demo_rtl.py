@@ -46,10 +46,11 @@ def test_demo_switch_dead_link_says_timeout(capsys):
 @pytest.mark.heavy(60)
 def test_demo_ring_on_verilator_with_faults(tmp_path, capsys):
     """The ring over links that drop, duplicate and corrupt frames (contract/link.py): bit-exact, and the
-    table counts what the links did and what the NICs sent again. (The 8-NIC ring bench of
-    cocotb_tests/sim/test_cluster.py, the same build.)"""
+    table counts what the links did and what the NICs sent again. (Through the 8-NIC switch bench that
+    cocotb_tests/sim/test_cluster.py and test_switch_cluster.py build: ``--fabric switch``.)"""
     out = tmp_path / "r.json"
-    rc = main(["demo", "--sim", "verilator", "--width", "64", "--nodes", "8", "--elements", "3000", "--packet", "64",
+    rc = main(["demo", "--sim", "verilator", "--fabric", "switch", "--width", "64", "--nodes", "8",
+               "--elements", "3000", "--packet", "64",
                "--drop", "0.03", "--dup", "0.02", "--corrupt", "0.02", "--link-latency", "40",
                "--retransmit-timeout", "2048", "--json", str(out)])
     printed = capsys.readouterr().out
@@ -69,13 +70,14 @@ def test_demo_ring_on_verilator_with_faults(tmp_path, capsys):
 def test_demo_ring_dead_rank_says_timeout_then_recovers(capsys):
     """A rank whose links drop everything: every rank ends with status timeout after the deadline and the
     demo names what each waited for, in a few lines, exit 1; after the links are reset the collective
-    runs again and is bit-exact."""
-    rc = main(["demo", "--sim", "verilator", "--width", "64", "--nodes", "4", "--elements", "1000", "--packet", "64",
-               "--dead-rank", "2", "--deadline", "20000", "--link-latency", "40"])
+    runs again and is bit-exact. (On the 8-NIC switch bench, as above.)"""
+    rc = main(["demo", "--sim", "verilator", "--fabric", "switch", "--width", "64", "--nodes", "8",
+               "--elements", "1000", "--packet", "64", "--dead-rank", "2", "--deadline", "20000",
+               "--link-latency", "40"])
     err = capsys.readouterr().err
     assert rc == 1, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
-    # all four time out, each saying what it waited for; rank 3 for rank 2's frames
+    # all eight time out, each saying what it waited for; rank 3 for rank 2's frames
     assert "rank 3 timeout (waiting for a frame from rank 2" in err, err
-    assert err.count(" timeout (waiting for ") == 4, err
+    assert err.count(" timeout (waiting for ") == 8, err
     assert "after the link reset is bit-exact with the golden model on every rank" in err, err
