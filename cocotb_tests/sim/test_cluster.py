@@ -146,7 +146,7 @@ def run_jobs(sim, bench, jobs, tmp_path):
 # and of 2 to 6 on part of it (25x faster than Icarus once built) on the 8-NIC bench of
 # test_switch_cluster.py: the same NICs, links and fault injectors, the aggregation switch forwarding the
 # ring's frames by MAC as the Ethernet switch does. One 8-NIC build (about 15 minutes of a core) serves both
-# files. (The ring bench itself is built on Verilator by tests/cli/test_waves.py, on Icarus here.)
+# files. (The ring bench itself runs on Icarus here; `make demo` and `make bench` build it on Verilator.)
 RING_BENCH = "switch_cluster_n8"
 THROTTLED = {"latency": 30, "rate": 20.0, "stall": 0.2, "seed": 5}
 PLANS = {
