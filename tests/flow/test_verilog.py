@@ -7,16 +7,18 @@ from hdl.flow.export import build_dir
 from hdl.flow.synth import lint, synth_xilinx, yosys_elaborate
 from hdl.flow.tops import EXPORT_WIDTHS, TOPS, export, module_name
 
+BLOCKS = sorted(set(TOPS) - {"nic"})       # every top but the whole NIC (checked on its own below)
+
 
 @pytest.mark.parametrize("width", EXPORT_WIDTHS)
-@pytest.mark.parametrize("top", sorted(set(TOPS) - {"nic"}))
+@pytest.mark.parametrize("top", BLOCKS)
 def test_lint_clean(top, width):
     """(The NIC's cores are linted at every width inside ainic_nic.v: tests/flow/test_integration.py.)"""
     report = lint(export(top, width))
     assert report == "", report[:4000]
 
 
-@pytest.mark.parametrize("top", sorted(set(TOPS) - {"nic"}))
+@pytest.mark.parametrize("top", BLOCKS)
 def test_synth_xilinx(top):
     """Every block top maps with synth_xilinx at W = 64, module by module (the whole NIC is mapped by
     `make bench ARGS=--synth`, flattened at the bench's width: over 10 minutes of Yosys at W = 64 even module by
