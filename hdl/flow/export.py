@@ -13,6 +13,7 @@ from pathlib import Path
 from amaranth.back import rtlil, verilog
 
 from hdl.flow import deps
+from hdl.flow.dedup import dedup
 
 _CHECKOUT = Path(__file__).resolve().parents[2]
 
@@ -48,7 +49,8 @@ def inputs_digest(module: str, params: str = "") -> str:
     """The cache key of an elaboration rooted at Python module ``module``: every source file it imports
     (transitively, within this project), the Amaranth version and ``params``."""
     from importlib.metadata import version
-    return deps.digest(deps.source_files(module), version("amaranth"), params)
+    # the export's own code (this file, the module merge) is part of the key: a change to it re-exports
+    return deps.digest(deps.source_files(module, __name__), version("amaranth"), params)
 
 
 #: output format -> (file suffix, converter)
@@ -57,7 +59,8 @@ FORMATS = {"verilog": (".v", verilog.convert), "rtlil": (".il", rtlil.convert)}
 
 def export(name: str, factory, width: int, module: str, out_dir: Path = None, fmt: str = "verilog") -> Path:
     """Write ``<out_dir>/<name>.v`` (or ``.il``, Yosys' RTLIL, with ``fmt="rtlil"``) from ``factory(width)``
-    unless it is current; return its path.
+    unless it is current; return its path. The Verilog has each set of modules that are the same hardware
+    (the switch's per-port blocks, a bench's links) written once (:func:`hdl.flow.dedup.dedup`).
 
     ``module`` is the Python module the factory lives in: the file is current when the digest of the files
     that module imports (:func:`inputs_digest`) is the one stored beside it (``<name>.v.digest``).
@@ -70,6 +73,8 @@ def export(name: str, factory, width: int, module: str, out_dir: Path = None, fm
         if path.exists() and stamp.exists() and stamp.read_text() == digest:
             return path
         text = convert(factory(width), name=name, emit_src=False)
+        if fmt == "verilog":
+            text, _ = dedup(text)
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text() != text:     # keep mtimes for the simulators' caches
             path.write_text(text)

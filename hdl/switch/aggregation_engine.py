@@ -1,7 +1,7 @@
 """One aggregation engine of the switch: its share of the slot pool, the decision table's state rows, the
 exact sums, and the results (docs/in_network.md, "The switch")."""
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
@@ -46,7 +46,8 @@ EngineEvent = data.StructLayout({
 
 class AggregationEngine(wiring.Component):
     """Engine ``index`` of ``engines``: it owns pool slots p with p mod engines = index (``slots`` of them:
-    a power of two), two sets each.
+    a power of two), two sets each. ``index`` is an input, constant in the switch (so that the engines are
+    one module, which a simulator compiles once).
 
     * ``s_meta`` / ``s_axis``: a contribution that passed the job checks (a
       :data:`~hdl.switch.contribution_check.Contribution`) and its payload as binary32 or int32 beats
@@ -66,19 +67,19 @@ class AggregationEngine(wiring.Component):
       ``2 · slots`` words of the slot state.
     """
 
-    def __init__(self, width: int, ports: int, slots: int, index: int = 0, engines: int = 1,
+    def __init__(self, width: int, ports: int, slots: int, engines: int = 1,
                  max_packet: int = 256, max_jobs: int = 4):
         self.width = check_width(width, self)
-        if slots < 1 or slots & (slots - 1) or engines < 1 or engines & (engines - 1) or not 0 <= index < engines:
+        if slots < 1 or slots & (slots - 1) or engines < 1 or engines & (engines - 1):
             self._MustUse__silence = True
-            raise ValueError(f"slots and engines must be powers of two and index < engines, got {slots}, "
-                             f"{engines}, {index}")
-        self.ports, self.slots, self.index, self.engines = ports, slots, index, engines
+            raise ValueError(f"slots and engines must be powers of two, got {slots}, {engines}")
+        self.ports, self.slots, self.engines = ports, slots, engines
         self.max_packet, self.max_jobs = max_packet, max_jobs
         self.lanes = width // 32
         self.beats = -(-max_packet // self.lanes)
         self.result = result_layout(ports)
         super().__init__({
+            "index": In(range(max(engines, 2))),
             "s_meta": In(stream.Signature(Contribution)),
             "s_axis": In(AxiStreamSignature(width)),
             "m_meta": Out(stream.Signature(self.result)),
@@ -180,7 +181,7 @@ class AggregationEngine(wiring.Component):
             with m.State("IDLE"):
                 with m.If(walking):
                     m.d.comb += [st_w.addr.eq(walk), st_w.data.eq(0)]
-                    pool = Cat(Const(self.index, shift), walk[1:]) if shift else walk[1:]
+                    pool = Cat(self.index[:shift], walk[1:]) if shift else walk[1:]
                     m.d.comb += st_w.en.eq((pool >= lo) & (pool < hi) | (hi == 0))
                     m.d.sync += walk.eq(walk + 1)
                     with m.If(walk == sets - 1):

@@ -36,6 +36,16 @@ def stats_layout(ports: int, max_jobs: int) -> data.StructLayout:
     })
 
 
+def _held(m, value: int, count: int, name: str):
+    """``value`` from a register that always holds it: an input of a per-port block driven by a constant
+    would be folded into the block by the generator, making each port's block a module of its own (eight
+    copies of the same logic for a simulator to compile); a register keeps it an input. Synthesis folds the
+    register (its next value and its reset value are the constant)."""
+    reg = Signal(range(count), init=value, name=name)
+    m.d.sync += reg.eq(value)
+    return reg
+
+
 class AggregationSwitch(wiring.Component):
     """``ports`` ports of AXI-Stream (``s_axis_<i>`` in, ``m_axis_<i>`` out; ``tuser``: MAC error), the
     configuration on ``cfg_*`` and the counters on ``stats``.
@@ -110,8 +120,9 @@ class AggregationSwitch(wiring.Component):
         m.submodules.xbar = xbar = PacketCrossbar(N, K, Contribution, W)
         ingress, egress, engines = [], [], []
         for i in range(N):
-            m.submodules[f"in{i}"] = ig = SwitchIngress(W, N, i, self.max_jobs)
-            m.submodules[f"out{i}"] = eg = SwitchEgress(W, N, i, self.max_jobs)
+            m.submodules[f"in{i}"] = ig = SwitchIngress(W, N, self.max_jobs)
+            m.submodules[f"out{i}"] = eg = SwitchEgress(W, N, self.max_jobs)
+            m.d.comb += [ig.port.eq(_held(m, i, N, f"port{i}")), eg.port.eq(ig.port)]
             ingress.append(ig)
             egress.append(eg)
             s_in, m_out = getattr(self, f"s_axis_{i}"), getattr(self, f"m_axis_{i}")
@@ -135,8 +146,9 @@ class AggregationSwitch(wiring.Component):
                 m.d.sync += st.port_frames_out[i].eq(st.port_frames_out[i] + 1)
         clearing = []
         for k in range(K):
-            m.submodules[f"engine{k}"] = en = AggregationEngine(W, N, self.pool_slots // K, k, K, self.max_packet,
+            m.submodules[f"engine{k}"] = en = AggregationEngine(W, N, self.pool_slots // K, K, self.max_packet,
                                                                 self.max_jobs)
+            m.d.comb += en.index.eq(_held(m, k, max(K, 2), f"engine{k}_index"))
             engines.append(en)
             wiring.connect(m, getattr(xbar, f"m_meta_{k}"), en.s_meta)
             wiring.connect(m, getattr(xbar, f"m_axis_{k}"), en.s_axis)

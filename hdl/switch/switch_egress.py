@@ -24,12 +24,14 @@ class SwitchEgress(wiring.Component):
 
     * Queues: 4 results, and two of the largest results' payload beats.
     * One beat a cycle; round-robin between results and forwarded frames, a frame at a time.
+    * ``port``: which port this is (an input, constant in the switch, as the ingress's).
     """
 
-    def __init__(self, width: int, ports: int, port: int, max_jobs: int = 4):
-        self.width, self.ports, self.port, self.max_jobs = width, ports, port, max_jobs
+    def __init__(self, width: int, ports: int, max_jobs: int = 4):
+        self.width, self.ports, self.max_jobs = width, ports, max_jobs
         self.result = result_layout(ports)
         super().__init__({
+            "port": In(range(ports)),
             "s_meta": In(stream.Signature(self.result)),
             "s_axis": In(AxiStreamSignature(width)),
             "s_fwd": In(AxiStreamSignature(width, 1)),

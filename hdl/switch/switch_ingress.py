@@ -30,14 +30,18 @@ class SwitchIngress(wiring.Component):
     record on ``m_meta`` and its payload, decoded to binary32 (or int32) beats, on ``m_axis``; anything
     else is dropped and reported on ``check_event``. Every other frame leaves unchanged on ``m_fwd``.
 
+    * ``port``: which of the switch's ports this is (a constant where the switch instantiates it: an input
+      rather than a parameter so that the N ingresses are one module, which a simulator compiles once).
+
     * One frame at a time is decoded (the decoder's codec changes only while it is empty); the parser
       buffers what arrives meanwhile. ``stat_accepted`` / ``stat_drops``: the parser's counters.
     """
 
-    def __init__(self, width: int, ports: int, port: int, max_jobs: int = 4):
-        self.width, self.ports, self.port, self.max_jobs = width, ports, port, max_jobs
+    def __init__(self, width: int, ports: int, max_jobs: int = 4):
+        self.width, self.ports, self.max_jobs = width, ports, max_jobs
         self._parser = RxParser(width)
         super().__init__({
+            "port": In(range(ports)),
             "s_axis": In(AxiStreamSignature(width, 1)),
             "m_fwd": Out(AxiStreamSignature(width, 1)),
             "m_meta": Out(stream.Signature(Contribution)),

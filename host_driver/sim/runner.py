@@ -15,6 +15,7 @@ from cocotb_tools.check_results import get_results
 from cocotb_tools.runner import get_runner
 
 from hdl.flow import tops
+from hdl.flow.dedup import repeated_modules
 from hdl.flow.export import build_dir, file_lock
 from hdl.flow.toolchain import SIMULATORS, apply_sim_env
 
@@ -85,10 +86,12 @@ def _build(sim: str, top: str, width: int, waves: bool):
         # watches something inside brings it out as a port (the host bench's ``probe_*``).
         vlt = build_dir() / "verilog" / f"{name}_sim.vlt"
         vlt.parent.mkdir(parents=True, exist_ok=True)
-        # Modules the top instantiates several times (a cluster's NICs) are kept as modules rather than
-        # inlined N times (an 8-NIC cluster's C++ compiles in about 2/3 of the time).
+        # Modules the top instantiates several times (a cluster's NICs; the switch's engines and ports, a
+        # bench's links, written once by the export's merge) are kept as modules rather than inlined at
+        # every instance: Verilator then generates, and the compiler compiles, each of them once.
+        repeated = [mod.lstrip("\\") for mod in repeated_modules(sources[-1].read_text())]
         config = (f'`verilator_config\npublic_flat_rw -module "{name}" -var "*"\n'
-                  + "".join(f'no_inline -module "{mod}"\n' for mod in spec.instanced(width)))
+                  + "".join(f'no_inline -module "{mod}"\n' for mod in [*spec.instanced(width), *repeated]))
         vlt.write_text(config)
         build_args += ["--no-public-flat-rw", str(vlt)]
         if waves:
