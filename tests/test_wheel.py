@@ -60,7 +60,8 @@ def test_wheel_ships_the_data_files(installed):
     names = zipfile.ZipFile(installed["wheel"]).namelist()
     for f in ("hdl/sim/ainic_host_memory.v", "hdl/sim/ainic_frame_capture.v", "hdl/flow/lint_waivers.vlt",
               "host_driver/models/ainic.lua", "host_driver/sim/cluster_job.py", "host_driver/sim/replay.py",
-              "contract/enums.py"):
+              "contract/enums.py", "host_driver/perf/libra/LICENSE", "host_driver/perf/libra/workload/GPT_3.txt",
+              "host_driver/perf/libra/network/4d_network.yml", "host_driver/perf/libra/constraints/total_bw_500gbps.yml"):
         assert f in names, f
     assert not any(n.startswith(("tests/", "cocotb_tests/")) for n in names)
 
@@ -83,6 +84,13 @@ def test_model_commands_do_not_import_the_rtl(installed):
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert "bit-exact with golden model        yes" in res.stdout and "HEAVY []" in res.stdout
+
+
+def test_optimize_finds_the_shipped_libra_inputs(installed):
+    res = ainic(installed, "optimize", "--network", "3d_network", "--workload", "ResNet_50", "--communicator",
+                "ResNet_50_3d", "--cost-model", "3d_cost_model", "--constraints", "total_bw_500gbps")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    assert "methods cuts, slsqp agree" in res.stdout and "Switch" in res.stdout
 
 
 def test_verilog_export_goes_to_the_cache(installed):
