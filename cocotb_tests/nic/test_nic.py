@@ -145,7 +145,7 @@ async def scenarios_against_model(dut):
 
 
 @pytest.mark.parametrize("mode", list(MEMORY_MODES))
-@pytest.mark.parametrize("width", [w if w < 512 else pytest.param(w, marks=pytest.mark.heavy(60)) for w in SIM_WIDTHS])
+@pytest.mark.parametrize("width", [w if w < 512 else pytest.param(w, marks=pytest.mark.heavy(180)) for w in SIM_WIDTHS])
 def test_host_interface(sim, width, mode):
     if sim == "icarus" and width == 512:
         pytest.skip("W = 512 on Verilator only (Icarus runs W = 64): four minutes of test time for no new check")

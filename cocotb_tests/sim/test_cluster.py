@@ -151,7 +151,8 @@ RING_BENCH = "switch_cluster_n8"
 THROTTLED = {"latency": 30, "rate": 20.0, "stall": 0.2, "seed": 5}
 PLANS = {
     ("icarus", 2): [job(f"n2_{c}", 2, 301, c) for c in CODECS] + [job("n2_int32", 2, 1000, dtype="int32")],
-    ("icarus", 3): [job(f"n3_{c}", 3, 401, c, lag=2) for c in CODECS]
+    # every codec once at N = 3 (bf16 and bfp4 in the halves below)
+    ("icarus", 3): [job(f"n3_{c}", 3, 401, c, lag=2) for c in ("none", "fp16", "bfp8")]
                    + [job("n3_short", 3, 100, "bfp8")]                          # 100 < 3*64: chunk 2 empty
                    + [job(f"n3_{op}_{c}", 3, 301, c, op=op, capture=c == "bf16") for op in ("reduce_scatter", "allgather")
                       for c in ("bf16", "bfp4")],
@@ -178,7 +179,9 @@ PLANS = {
 }
 
 
-COST = {("verilator", RING_BENCH): 300, ("icarus", 3): 100, ("icarus", 2): 40}
+# heavy(seconds) is a plan's own run; the 8-NIC bench is built by the switch's plan, which starts first
+# (cocotb_tests/sim/test_switch_cluster.py), so that these start once it is built instead of waiting for it
+COST = {("verilator", RING_BENCH): 90, ("icarus", 3): 160, ("icarus", 2): 55}
 
 
 @pytest.mark.parametrize("simulator,bench", [pytest.param(*k, marks=pytest.mark.heavy(COST[k])) for k in PLANS],
@@ -227,7 +230,7 @@ FAULT_PLANS = {
                     fault_job("f2_reset", 2, 1000, "fp16", reset={"rank": 0, "collective": 0, "after": 200},
                               repeats=2, deadline=5_000)],
 }
-FAULT_COST = {("verilator", RING_BENCH): 300, ("icarus", 2): 60}
+FAULT_COST = {("verilator", RING_BENCH): 150, ("icarus", 2): 90}
 
 
 def check_fault_jobs(jobs, tmp_path):
@@ -317,7 +320,7 @@ def credit_waits(work, j) -> list:
     return [r["LINK_CREDIT_WAITS"] for r in json.loads((work / f"{j['name']}.stats.json").read_text())["nic_registers"]]
 
 
-@pytest.mark.heavy(200)
+@pytest.mark.heavy(360)
 def test_credits_bind_on_a_tiny_receive_buffer(tmp_path):
     """The same checks as above on the tight build: every result bit-exact, no NIC ever refused a beat
     (rx_stall_cycles 0), the late rank's predecessor stopped within the late rank's 32 frames of room, no

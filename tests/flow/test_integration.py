@@ -39,6 +39,9 @@ def test_lint_clean_at_every_width(top, width, tmp_path):
     assert rc == 0 and "%Warning" not in report and "%Error" not in report, report[:3000]
 
 
+# heavy: it runs early and alone, and makes the top (every width's NIC) that the module's other tests then
+# find built; two of them at once on two workers would have one wait minutes for the other's export
+@pytest.mark.heavy(230)
 def test_lint_without_the_waivers_is_not_clean(top):
     """The waivers are what makes it clean (so shipping them matters)."""
     res = subprocess.run([require("verilator"), "--lint-only", "-Wall", "ainic_nic.v", "-GDATA_WIDTH=64",

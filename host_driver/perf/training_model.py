@@ -1,0 +1,135 @@
+"""From collective times to training time: one iteration of data-parallel training, per node.
+
+A workload is a list of layers (forward, input-gradient and weight-gradient compute times; the weight
+gradient's size, all-reduced every iteration). An iteration runs the forward pass layer by layer, then the
+backward pass from the last layer to the first (each layer's input gradient, then its weight gradient),
+then waits for every gradient's all-reduce. Two overlap structures:
+
+* ``none``: each all-reduce runs when its layer's weight gradient is ready, and the host waits for it
+  (LIBRA's ``no_overlap``);
+* ``backward``: each all-reduce is handed to the network as soon as its gradient is ready and runs while
+  the host goes on with the backward pass of the layers before it; the host keeps at most ``depth`` (2)
+  all-reduces outstanding and waits for the oldest before it hands over a third (the Intel AI smart NIC's
+  host code); the network runs them one at a time, in order.
+
+Scaling: ``weak`` keeps each node's batch (its compute time does not change with N); ``strong`` keeps the
+global batch of ``base_nodes`` nodes, so each node's compute scales by base_nodes / N.
+
+Collective backends (:class:`HostRing`, :class:`AinicRing`) give an all-reduce's time from its size and N.
+"""
+
+from dataclasses import dataclass
+
+from host_driver.perf import collective_model as cm
+
+OVERLAPS = ("none", "backward")
+SCALINGS = ("weak", "strong")
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    forward_ns: float
+    input_grad_ns: float
+    weight_grad_ns: float
+    grad_bytes: float
+
+
+def mlp(layers: int = 20, width: int = 2048, batch: int = 1792, flops: float = 2.0e12) -> list:
+    """A multi-layer perceptron of ``layers`` fully connected ``width`` × ``width`` fp32 layers, ``batch``
+    samples a node, on a host that sustains ``flops`` fp32 operations a second: each pass of a layer is one
+    (batch × width) · (width × width) product, 2·batch·width² operations (the input gradient and the weight
+    gradient likewise); its gradient is width² fp32."""
+    t = 2 * batch * width * width / flops * 1e9
+    return [Layer(f"fc{i}", t, t, t, 4 * width * width) for i in range(layers)]
+
+
+def from_libra(libra_layers) -> list:
+    """LIBRA's workload (``libra_inputs.read_workload``) as data-parallel layers: the weight gradient's
+    all-reduce is the one this model times; other collectives of the file are left out (say so)."""
+    out = []
+    for la in libra_layers:
+        wg = la.weight_grad
+        size = wg.size_bytes if wg.collective == "ALLREDUCE" else 0.0
+        out.append(Layer(la.name, la.forward.compute_ns, la.input_grad.compute_ns, wg.compute_ns, size))
+    return out
+
+
+@dataclass(frozen=True)
+class HostRing:
+    """The baseline: the hosts' own ring all-reduce over plain NICs (MPI or NCCL style), fp32, reductions
+    on the CPU. Each of the 2(N − 1) steps sends a chunk of S/N bytes to the next host; in the N − 1
+    reduce-scatter steps the receiving CPU also adds the chunk to its own (reading two, writing one:
+    3·S/N bytes of memory traffic at ``mem_gbps``). Chunks are pipelined, so a step takes the longer of
+    the wire and the reduction, plus ``step_us`` of software latency."""
+    link_gbps: float = 40.0
+    mem_gbps: float = 20.0          # GB/s of memory bandwidth the reduction gets
+    step_us: float = 10.0
+    name: str = "host ring"
+
+    def allreduce_ns(self, size_bytes: float, nodes: int) -> float:
+        if nodes < 2 or size_bytes <= 0:
+            return 0.0
+        chunk = size_bytes / nodes
+        wire = chunk * 8 / self.link_gbps               # ns
+        reduce = 3 * chunk / self.mem_gbps              # ns (GB/s = bytes/ns)
+        return (nodes - 1) * (max(wire, reduce) + self.step_us * 1e3) + \
+            (nodes - 1) * (wire + self.step_us * 1e3)
+
+
+@dataclass(frozen=True)
+class AinicRing:
+    """ainic's ring all-reduce on the NICs: the calibrated collective model (fp32 elements)."""
+    codec: str = "none"
+    link_gbps: float = 40.0
+    clock_mhz: float = 250.0
+    width: int = 512
+    link_latency: int = 125
+    constants: dict = None
+
+    @property
+    def name(self) -> str:
+        return f"ainic ring {self.codec}"
+
+    def allreduce_ns(self, size_bytes: float, nodes: int) -> float:
+        if nodes < 2 or size_bytes <= 0:
+            return 0.0
+        setup = cm.Setup(nodes, max(1, int(size_bytes // 4)), self.codec, width=self.width,
+                         link_gbps=self.link_gbps, clock_mhz=self.clock_mhz, link_latency=self.link_latency)
+        return cm.predict(setup, self.constants) * 1e3 / self.clock_mhz
+
+
+def iteration_ns(layers, nodes: int, backend, overlap: str = "none", scaling: str = "weak",
+                 base_nodes: int = None, depth: int = 2) -> dict:
+    """One iteration's time on each node: {"total_ns", "compute_ns", "exposed_comm_ns", "comm_ns"}."""
+    if overlap not in OVERLAPS:
+        raise ValueError(f"overlap must be one of {OVERLAPS}, got {overlap!r}")
+    if scaling not in SCALINGS:
+        raise ValueError(f"scaling must be one of {SCALINGS}, got {scaling!r}")
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise ValueError(f"nodes must be a positive int, got {nodes!r}")
+    if scaling == "strong" and not base_nodes:
+        raise ValueError("strong scaling needs base_nodes (the node count whose per-node batch is given)")
+    k = base_nodes / nodes if scaling == "strong" else 1.0
+    comm = [backend.allreduce_ns(la.grad_bytes, nodes) for la in layers]
+    t = sum(la.forward_ns for la in layers) * k
+    compute = t + sum(la.input_grad_ns + la.weight_grad_ns for la in layers) * k
+    net_free, outstanding = 0.0, []           # when the network is idle; finish times of posted all-reduces
+    for la, c in zip(reversed(layers), reversed(comm)):
+        t += (la.input_grad_ns + la.weight_grad_ns) * k
+        if c <= 0:
+            continue
+        if overlap == "none":
+            t += c
+            continue
+        if len(outstanding) >= depth:        # wait for the oldest before posting another
+            t = max(t, outstanding.pop(0))
+        start = max(t, net_free)
+        net_free = start + c
+        outstanding.append(net_free)
+    if outstanding:
+        t = max(t, outstanding[-1])
+    return {"total_ns": t, "compute_ns": compute, "exposed_comm_ns": t - compute, "comm_ns": sum(comm)}
+
+
+__all__ = ["AinicRing", "HostRing", "Layer", "OVERLAPS", "SCALINGS", "from_libra", "iteration_ns", "mlp"]
