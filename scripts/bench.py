@@ -20,6 +20,7 @@ from pathlib import Path
 
 from contract.enums import Codec, names
 from hdl.flow.export import build_dir
+from hdl.flow.synth import resource_summary
 from hdl.flow.toolchain import SIMULATORS
 from host_driver.sim.runner import run
 
@@ -291,7 +292,7 @@ def link_synth(results, args):
         src = out / f"{name}_w{args.width}.v"
         src.write_text(verilog.convert(block, name=f"{name}_w{args.width}"))
         cells = synth_xilinx(src, f"{name}_w{args.width}", build_dir() / "synth")
-        results.setdefault("synth_xilinx", {})[f"{name}_w{args.width}"] = cell_summary(cells)
+        results.setdefault("synth_xilinx", {})[f"{name}_w{args.width}"] = resource_summary(cells)
         args.out.write_text(json.dumps(results, indent=2) + "\n")
 
 
@@ -308,16 +309,8 @@ def switch_synth(results, args):
         name = module_name(switch_core(ports, 64, 256), width)
         src = export_switch_core(width, build_dir() / "switch_bench", ports, 64, 256, fmt="rtlil")
         cells = synth_xilinx(src, name, build_dir() / "synth", flatten=False)
-        results.setdefault("synth_xilinx", {})[f"switch_p{ports}_w{width}"] = cell_summary(cells)
+        results.setdefault("synth_xilinx", {})[f"switch_p{ports}_w{width}"] = resource_summary(cells)
         args.out.write_text(json.dumps(results, indent=2) + "\n")
-
-
-def cell_summary(cells: dict) -> dict:
-    return {"luts": sum(n for c, n in cells.items() if c.startswith("LUT")),
-            "ffs": sum(n for c, n in cells.items() if c.startswith("FD")),
-            "carry4": cells.get("CARRY4", 0),
-            "lutram": sum(n for c, n in cells.items() if c.startswith("RAM") and not c.startswith("RAMB")),
-            "dsp": cells.get("DSP48E1", 0), "bram": sum(n for c, n in cells.items() if c.startswith("RAMB"))}
 
 
 def plot_loss(results, args, n):
@@ -446,7 +439,7 @@ def main(argv=None) -> int:
                 # the NIC from its RTLIL: Yosys 0.23's Verilog front end spends minutes on its initialised buffers
                 src = export(top, args.width, fmt="rtlil" if top == "nic" else "verilog")
                 cells = synth_xilinx(src, module_name(top, args.width), build_dir() / "synth")
-                res[f"{top}_w{args.width}"] = cell_summary(cells)
+                res[f"{top}_w{args.width}"] = resource_summary(cells)
         switch_synth(results, args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")

@@ -92,14 +92,15 @@ def main(argv=None) -> int:
     constants = {}
     for k in sorted({key(s) for s, _ in setups}):
         constants[k] = fit([(s, p["cycles"]) for s, p in setups if key(s) == k and p["role"] == "fit"])
-    rows = []
+    rows, worst = [], 0.0
     for s, p in setups:
         pred = constants[key(s)].cycles(s.features(), s.codec)
+        if p["role"] == "held_out":
+            worst = max(worst, abs(pred / p["cycles"] - 1))
         rows.append({"op": s.op, "nodes": s.nodes, "elements": s.elements, "codec": s.codec, "role": p["role"],
                      "measured_cycles": p["cycles"], "predicted_cycles": round(pred),
                      "error": round(pred / p["cycles"] - 1, 4)})
     held = [r for r in rows if r["role"] == "held_out"]
-    worst = max(abs(r["error"]) for r in held)
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                      text=True).stdout.strip(),

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from hdl.flow.export import build_dir
-from hdl.flow.synth import synth_xilinx, yosys_version
+from hdl.flow.synth import resource_summary, synth_xilinx, yosys_version
 from hdl.flow.toolchain import require
 from hdl.flow.tops import export, module_name
 
@@ -34,16 +34,6 @@ U280 = {"luts": 1_303_680, "ffs": 2_607_360, "bram": 4_032, "dsp": 9_024}
 #: Lattice LFE5U-85F: LUT4s (TRELLIS_COMB), flip-flops, 18 kbit block RAMs, 18x18 multipliers
 ECP5_85K = {"luts": 83_640, "ffs": 83_640, "bram": 208, "dsp": 156}
 FMAX_GOAL_MHZ = 150
-
-
-def cell_summary(cells: dict) -> dict:
-    return {"luts": sum(n for c, n in cells.items() if c.startswith("LUT")),
-            "ffs": sum(n for c, n in cells.items() if c.startswith("FD")),
-            "carry4": cells.get("CARRY4", 0),
-            "lutram": sum(n for c, n in cells.items() if c.startswith("RAM") and not c.startswith("RAMB")),
-            "dsp": cells.get("DSP48E1", 0),
-            # a RAMB36 is two RAMB18
-            "bram": sum((2 if c.startswith("RAMB36") else 1) * n for c, n in cells.items() if c.startswith("RAMB"))}
 
 
 def share(summary: dict, device: dict) -> dict:
@@ -65,7 +55,7 @@ def xilinx(results: dict, out: Path) -> None:
         t0 = time.monotonic()
         src, top = make()
         cells = synth_xilinx(src, top, build_dir() / "synth", flatten=False)
-        s = cell_summary(cells)
+        s = resource_summary(cells)
         res[key] = {**s, "u280_share": share(s, U280), "seconds": round(time.monotonic() - t0)}
         out.write_text(json.dumps(results, indent=2) + "\n")
 

@@ -75,3 +75,14 @@ def synth_xilinx(source: Path, top: str, workdir: Path, flatten: bool = True) ->
     cells = _cell_counts(stat)
     cached.write_text(json.dumps({"key": key, "cells": cells}))
     return cells
+
+
+def resource_summary(cells: dict) -> dict:
+    """LUTs, flip-flops, CARRY4, LUT RAM, DSP and block RAM (in RAMB18: a RAMB36 is two) of a ``synth_xilinx``
+    cell count."""
+    return {"luts": sum(n for c, n in cells.items() if c.startswith("LUT")),
+            "ffs": sum(n for c, n in cells.items() if c.startswith("FD")),
+            "carry4": cells.get("CARRY4", 0),
+            "lutram": sum(n for c, n in cells.items() if c.startswith("RAM") and not c.startswith("RAMB")),
+            "dsp": cells.get("DSP48E1", 0),
+            "bram": sum((2 if c.startswith("RAMB36") else 1) * n for c, n in cells.items() if c.startswith("RAMB"))}

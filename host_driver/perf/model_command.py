@@ -66,7 +66,7 @@ def run(args) -> int:
     f = setup.features()
     result = {"nodes": setup.nodes, "elements": setup.elements, "codec": setup.codec, "op": setup.op,
               "algorithm": setup.algorithm, "width": setup.width, "link_gbps": setup.link_gbps,
-              "clock_mhz": setup.clock_mhz, "cycles": round(cycles), "time_us": cycles / setup.clock_mhz,
+              "clock_mhz": setup.clock_mhz, "cycles": round(cycles), "time_us": round(cycles) / setup.clock_mhz,
               "bound_cycles": round(f["wire"]), "datapath_bound_cycles": round(f["datapath"]),
               "efficiency": f["wire"] / cycles, "model": "calibrated on the RTL (host_driver/perf/calibration.json)"}
     print(f"{setup.algorithm} {setup.op}, N = {setup.nodes}, {setup.elements:,} elements, {setup.codec}, "

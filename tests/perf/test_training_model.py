@@ -60,9 +60,9 @@ def test_the_mlp_and_the_host_ring():
     assert len(layers) == 20 and layers[0].grad_bytes == 4 * 2048 * 2048
     # 2 · 1792 · 2048² operations at 2 TFLOP/s: 7.52 ms a pass
     assert layers[0].forward_ns == pytest.approx(2 * 1792 * 2048 ** 2 / 2e12 * 1e9)
-    host = HostRing(link_gbps=40, mem_gbps=1e9, step_us=0)
+    host = HostRing(link_gbps=40, mem_gbps=1e9, step_us=0, wire_efficiency=1.0)
     # wire-bound: 2 (N - 1) chunks of S/N at 5 GB/s
     assert host.allreduce_ns(16 << 20, 6) == pytest.approx(2 * 5 * (16 << 20) / 6 / 5)
-    slow = HostRing(link_gbps=40, mem_gbps=1.0, step_us=0)   # reduction-bound reduce-scatter
+    slow = HostRing(link_gbps=40, mem_gbps=1.0, step_us=0, wire_efficiency=1.0)   # reduction-bound reduce-scatter
     assert slow.allreduce_ns(6e6, 6) == pytest.approx(5 * 3e6 + 5 * 1e6 * 8 / 40)
     assert host.allreduce_ns(16 << 20, 1) == 0

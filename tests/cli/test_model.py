@@ -1,0 +1,50 @@
+"""``ainic model``: one collective's cycles as ``ainic demo --json`` gives them, and the smart NIC preset's
+speedup table and plot."""
+
+import json
+
+import pytest
+
+from host_driver.cli import main
+from host_driver.perf import collective_model as cm
+
+
+def test_cycles_like_the_demo(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    assert main(["model", "--nodes", "4", "--elements", str(1 << 20), "--codec", "bfp8", "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert isinstance(r["cycles"], int) and r["bound_cycles"] < r["cycles"]
+    assert r["time_us"] == pytest.approx(r["cycles"] / 250)
+    # the RTL's own count of this configuration, from the calibration's points
+    measured = [p["cycles"] for p in json.loads(cm.CALIBRATION.read_text())["points"]
+                if (p["nodes"], p["elements"], p["codec"], p["op"]) == (4, 1 << 20, "bfp8", "allreduce")]
+    assert measured and r["cycles"] == pytest.approx(measured[0], rel=0.05)
+    assert "cycles" in capsys.readouterr().out
+
+
+def test_the_smartnic_preset(tmp_path, capsys):
+    png, out = tmp_path / "s.png", tmp_path / "s.json"
+    assert main(["model", "--preset", "smartnic-mlp", "--json", str(out), "--plot", str(png)]) == 0
+    r = json.loads(out.read_text())
+    i6, i32 = r["nodes"].index(6), r["nodes"].index(32)
+    for overlap in ("none", "backward"):
+        table = r["overlap"][overlap]
+        assert table["host ring"]["speedup"] == [1.0] * len(r["nodes"])
+        # compression never makes the ring slower than uncompressed
+        assert all(b >= n * 0.999 for b, n in zip(table["ainic ring bfp8"]["speedup"],
+                                                   table["ainic ring none"]["speedup"]))
+    # without overlap the compressed ring shortens every iteration
+    for n in (i6, i32):
+        assert r["overlap"]["none"]["ainic ring bfp8"]["speedup"][n] > 1
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    text = capsys.readouterr().out
+    assert "1.6x at 6 nodes" in text and "ainic ring bfp8" in text
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--nodes", "1"], "nodes must be"),
+    (["--algorithm", "switch", "--op", "allgather"], "op must be"),
+])
+def test_bad_arguments(args, message, capsys):
+    assert main(["model", *args]) == 2
+    assert message in capsys.readouterr().err
