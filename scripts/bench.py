@@ -300,17 +300,23 @@ def switch_synth(results, args):
     """The aggregation switch mapped by synth_xilinx at 8 ports, module by module: a pool of 64 slots of 256
     elements (``make verilog``'s build with 8 ports) at W = 64 and at the bench's width (512: the build that
     carries 80 Gb/s on every port)."""
-    from hdl.flow.integration import export_switch_core, switch_core
-    from hdl.flow.synth import synth_xilinx
-    from hdl.flow.tops import module_name
     ports = 8
     for width in sorted({64, args.width}, reverse=True):
         print(f"bench: synth_xilinx aggregation switch, {ports} ports, W = {width} ...", flush=True)
-        name = module_name(switch_core(ports, 64, 256), width)
-        src = export_switch_core(width, build_dir() / "switch_bench", ports, 64, 256, fmt="rtlil")
-        cells = synth_xilinx(src, name, build_dir() / "synth", flatten=False)
-        results.setdefault("synth_xilinx", {})[f"switch_p{ports}_w{width}"] = resource_summary(cells)
+        results.setdefault("synth_xilinx", {})[f"switch_p{ports}_w{width}"] = resource_summary(
+            switch_cells(width, ports))
         args.out.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def switch_cells(width: int, ports: int = 8) -> dict:
+    """synth_xilinx cell counts of the aggregation switch (pool of 64 slots of 256 elements, ``make verilog``'s
+    build), module by module, from its RTLIL."""
+    from hdl.flow.integration import export_switch_core, switch_core
+    from hdl.flow.synth import synth_xilinx
+    from hdl.flow.tops import module_name
+    name = module_name(switch_core(ports, 64, 256), width)
+    src = export_switch_core(width, build_dir() / "switch_bench", ports, 64, 256, fmt="rtlil")
+    return synth_xilinx(src, name, build_dir() / "synth", flatten=False)
 
 
 def plot_loss(results, args, n):

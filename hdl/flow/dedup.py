@@ -50,6 +50,16 @@ def _split(text: str):
     return preamble, pieces, trailer
 
 
+def _children(pieces) -> dict:
+    """module -> the modules it instantiates, once per instantiation (only modules of the file)."""
+    names = {name for name, _ in pieces}
+    out = {}
+    for name, body in pieces:
+        out[name] = [m.group(1).strip() for m in map(_INSTANCE.match, body.splitlines())
+                     if m and m.group(1).strip() in names]
+    return out
+
+
 def _canonical(body: str):
     """The body with every numbered escaped identifier renamed in order of appearance, and that order."""
     order = {}
@@ -65,13 +75,8 @@ def _canonical(body: str):
 def dedup(text: str) -> tuple[str, int]:
     """Return ``(text without duplicate modules, number of modules removed)``."""
     preamble, pieces, trailer = _split(text)
-    bodies = {name: body for name, body in pieces}
-    children = {name: [] for name in bodies}
-    for name, body in pieces:
-        for line in body.splitlines():
-            m = _INSTANCE.match(line)
-            if m and m.group(1).strip() in bodies:
-                children[name].append(m.group(1).strip())
+    bodies = dict(pieces)
+    children = _children(pieces)
 
     rep = {}            # module -> (the module kept in its place, its identifier -> the kept one's)
     kept = {}           # canonical digest -> (module, its identifiers in canonical order)
@@ -108,14 +113,11 @@ def repeated_modules(text: str, min_chars: int = 131_072) -> list:
     ``no_inline``); a small block used twice stays inlined, where it simulates fastest."""
     _, pieces, _ = _split(text)
     bodies = dict(pieces)
-    uses, children = {}, {name: [] for name in bodies}
-    for name, body in pieces:
-        for line in body.splitlines():
-            m = _INSTANCE.match(line)
-            if m and m.group(1).strip() in bodies:
-                child = m.group(1).strip()
-                uses[child] = uses.get(child, 0) + 1
-                children[name].append(child)
+    children = _children(pieces)
+    uses = {}
+    for kids in children.values():
+        for child in kids:
+            uses[child] = uses.get(child, 0) + 1
     size = {}
 
     def total(name):
@@ -144,7 +146,7 @@ def _rewrite_instances(body: str, rep: dict) -> str:
         if ports is not None:
             c = _CONNECTION.match(line)
             if c:
-                port = c.group(1) if c.group(1).endswith(" ") else c.group(1)
+                port = c.group(1)
                 new = ports.get(port)
                 if new is not None:
                     lines[i] = line.replace(port, new, 1)

@@ -22,8 +22,9 @@ and of the datapath's rate reached, δ the serial fraction. The fit minimises th
 search) over the calibration points; the held-out points report the error on configurations it has not seen.
 """
 
+import functools
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -161,17 +162,9 @@ def predict(setup: Setup, constants: dict = None) -> float:
     return constants[key(setup)].cycles(setup.features(), setup.codec)
 
 
-_CACHE = {}
-
-
+@functools.lru_cache(maxsize=1)
 def _default() -> dict:
-    if "c" not in _CACHE:
-        _CACHE["c"] = load()
-    return _CACHE["c"]
-
-
-def constants_json(constants: Constants) -> dict:
-    return asdict(constants)
+    return load()
 
 
 __all__ = ["ALGORITHMS", "CALIBRATION", "Constants", "OPS", "Setup", "fit", "key", "load", "predict"]

@@ -153,10 +153,7 @@ def _min_time_cuts(problem: Problem, cost_equal=None, tol=1e-6, max_rounds=1000)
     D, w = problem.dims, problem.counts
     C = len(problem.bytes)
     if C == 0:
-        r = linprog(np.zeros(D), A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method="highs")
-        if r.status != 0:
-            raise InfeasibleError(f"the constraints admit no bandwidths: {r.message}")
-        return r.x
+        return _equalish_start(problem, cost_equal)
     # variables: bw (D), then t (C); the tangents of B_cd / bw_d, with B scaled to at most 1 (the linear
     # program's coefficients stay well conditioned), first at a point inside the feasible set
     Bm = problem.bytes / problem.bytes.max()

@@ -6,6 +6,7 @@ exists. Both solution methods run by default and must agree (exit 1 if they do n
 """
 
 import json
+import sys
 from pathlib import Path
 
 from host_driver.perf import libra_inputs as li
@@ -72,7 +73,7 @@ def run(args) -> int:
         methods = list(METHODS) if args.method == "both" else [args.method]
         solutions = [optimize(problem, args.objective, m) for m in methods]
     except (li.InputError, InfeasibleError) as exc:
-        print(f"ainic optimize: {exc}", file=__import__("sys").stderr)
+        print(f"ainic optimize: {exc}", file=sys.stderr)
         return 2
     best = solutions[0]
     value = (lambda s: s.time_ns) if args.objective == "time" else (lambda s: s.time_ns * s.cost)
@@ -103,7 +104,7 @@ def run(args) -> int:
                         f"objective {args.objective}")
     if not result["methods_agree"]:
         print(f"ainic optimize: the methods disagree by {disagreement:.2e} (limit {AGREEMENT})",
-              file=__import__("sys").stderr)
+              file=sys.stderr)
         return 1
     return 0
 

@@ -13,6 +13,14 @@ def _pyplot():
     return plt
 
 
+def _save(plt, fig, path) -> Path:
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def bandwidth_split(result: dict, path, title: str = "") -> Path:
     """Bars of the bandwidth per dimension: the optimum beside the equal split (if there is one)."""
     plt = _pyplot()
@@ -31,11 +39,7 @@ def bandwidth_split(result: dict, path, title: str = "") -> Path:
     ax.set_ylabel("GB/s per node")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def speedup_vs_nodes(result: dict, path) -> Path:
@@ -55,11 +59,7 @@ def speedup_vs_nodes(result: dict, path) -> Path:
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("speedup over the hosts' ring all-reduce")
     axes[0].legend(fontsize=7, title="red stars: the paper", title_fontsize=7)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def predicted_vs_measured(rows: list, path) -> Path:
@@ -79,11 +79,7 @@ def predicted_vs_measured(rows: list, path) -> Path:
     ax.set_ylabel("predicted cycles (model)")
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 __all__ = ["bandwidth_split", "predicted_vs_measured", "speedup_vs_nodes"]
