@@ -8,12 +8,16 @@ link, 250 MHz, P = 256), every result checked bit for bit against the golden mod
   the same bytes through the same datapath as fp16: it takes fp16's constants); ALLREDUCE, and
   REDUCE_SCATTER and ALLGATHER alone;
 * **held out** (never used by the fit, only compared with its predictions): N = 3 at L ∈ {131,072,
-  1,048,576} and N ∈ {4, 8} at L = 524,288; the same codecs and collectives.
+  1,048,576} and N ∈ {4, 8} at L = 524,288; the same codecs and collectives;
+* **switch** (the in-network ALLREDUCE, NICs linked through the aggregation switch, every NIC's job on one
+  4-port switch bench): fit N ∈ {2, 4} at the same L, held out N = 3 at L ∈ {131,072, 1,048,576} and N = 4
+  at L = 524,288; the same codecs.
 
 Writes ``host_driver/perf/calibration.json`` (the points, the fitted constants per collective, versioned
 with the code), ``results/model_error.json`` (prediction against measurement on every point, with the error;
-the largest held-out one must stay within 5 %) and ``results/model_calibration.png``. ``--reuse`` refits from the points already in the
-calibration file without simulating.
+the largest held-out one must stay within 5 %) and ``results/model_calibration.png``. ``--reuse`` refits
+from the points already in the calibration file without simulating; ``--algorithm ring|switch`` measures
+one algorithm's sweep and keeps the file's points of the other.
 """
 
 import argparse
@@ -35,17 +39,25 @@ HELD = [(3, 1 << 17), (3, 1 << 20), (4, 1 << 19), (8, 1 << 19)]
 OPS = ("allreduce", "reduce_scatter", "allgather")
 #: bf16 takes fp16's constants (collective_model.SAME_TIMING)
 CODECS = ("none", "fp16", "bfp8", "bfp4")
+#: the switch: one 4-port bench runs every N (a smaller job on a larger bench: one build)
+SWITCH_BENCH, SWITCH_FIT_NODES = 4, (2, 4)
+SWITCH_HELD = [(3, 1 << 17), (3, 1 << 20), (4, 1 << 19)]
 #: the error the held-out points must stay within (issue 15)
 LIMIT = 0.05
 
 
-def sweep():
+def sweep(algorithms=("ring", "switch")):
     """[(Setup, "fit" | "held_out")] of the documented sweep."""
     out = []
-    for op in OPS:
+    if "ring" in algorithms:
+        for op in OPS:
+            for codec in CODECS:
+                out += [(Setup(n, L, codec, op), "fit") for n in FIT_NODES for L in FIT_ELEMENTS]
+                out += [(Setup(n, L, codec, op), "held_out") for n, L in HELD]
+    if "switch" in algorithms:
         for codec in CODECS:
-            out += [(Setup(n, L, codec, op), "fit") for n in FIT_NODES for L in FIT_ELEMENTS]
-            out += [(Setup(n, L, codec, op), "held_out") for n, L in HELD]
+            out += [(Setup(n, L, codec, algorithm="switch"), "fit") for n in SWITCH_FIT_NODES for L in FIT_ELEMENTS]
+            out += [(Setup(n, L, codec, algorithm="switch"), "held_out") for n, L in SWITCH_HELD]
     return out
 
 
@@ -56,10 +68,12 @@ def measure(setup: Setup) -> dict:
     from host_driver.sim.cluster import MODEL_OPS, Cluster
     rng = np.random.default_rng(setup.nodes * 7919 + setup.elements)
     x = [rng.standard_normal(setup.elements).astype(np.float32) for _ in range(setup.nodes)]
-    got, st = Cluster(setup.nodes, "verilator", setup.width, setup.codec, packet=setup.packet,
-                      link_gbps=setup.link_gbps, clock_mhz=setup.clock_mhz,
-                      link_latency=setup.link_latency).collective(setup.op, x)
-    want = MODEL_OPS[setup.op](x, setup.codec, "fp32", setup.packet)
+    switch = setup.algorithm == "switch"
+    cluster = Cluster(setup.nodes, "verilator", setup.width, setup.codec, packet=setup.packet,
+                      link_gbps=setup.link_gbps, clock_mhz=setup.clock_mhz, link_latency=setup.link_latency,
+                      algorithm=setup.algorithm, bench_nodes=SWITCH_BENCH if switch else None)
+    got, st = cluster.collective(setup.op, x)
+    want = cluster.golden(x) if switch else MODEL_OPS[setup.op](x, setup.codec, "fp32", setup.packet)
     if not np.array_equal(got.view(np.uint32), want.view(np.uint32)):
         raise RuntimeError(f"{setup}: the RTL's result is not the golden model's")
     return {"cycles": int(st.cycles), "sim_seconds": round(st.sim_seconds, 1)}
@@ -71,7 +85,7 @@ def _measure_all(todo, workers):
     setups = [s for s, _ in todo]
     firsts = {}
     for i, s in enumerate(setups):
-        firsts.setdefault(s.nodes, i)
+        firsts.setdefault(SWITCH_BENCH if s.algorithm == "switch" else s.nodes, i)
     with ProcessPoolExecutor(max_workers=workers) as pool:
         got = dict(zip(firsts.values(), pool.map(measure, [setups[i] for i in firsts.values()])))
         rest = [i for i in range(len(setups)) if i not in got]
@@ -82,16 +96,21 @@ def _measure_all(todo, workers):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reuse", action="store_true", help="refit from the calibration file's points")
+    ap.add_argument("--algorithm", choices=("ring", "switch"),
+                    help="measure only this algorithm's sweep; keep the file's points of the other")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "model_error.json")
     args = ap.parse_args(argv)
     if args.reuse:
         points = json.loads(CALIBRATION.read_text())["points"]
     else:
-        todo = sweep()
+        measured = (args.algorithm,) if args.algorithm else ("ring", "switch")
+        kept = [p for p in json.loads(CALIBRATION.read_text())["points"] if p["algorithm"] not in measured] \
+            if args.algorithm and CALIBRATION.exists() else []
+        todo = sweep(measured)
         print(f"calibrate: {len(todo)} collectives on Verilator ...", flush=True)
         got = _measure_all(todo, args.workers)
-        points = [{**asdict(s), "role": role, **m} for (s, role), m in zip(todo, got)]
+        points = kept + [{**asdict(s), "role": role, **m} for (s, role), m in zip(todo, got)]
     setups = [(Setup(**{k: p[k] for k in Setup.__dataclass_fields__}), p) for p in points]
     constants = {}
     for k in sorted({key(s) for s, _ in setups}):
@@ -101,14 +120,15 @@ def main(argv=None) -> int:
         pred = constants[key(s)].cycles(s.features(), s.codec)
         if p["role"] == "held_out":
             worst = max(worst, abs(pred / p["cycles"] - 1))
-        rows.append({"op": s.op, "nodes": s.nodes, "elements": s.elements, "codec": s.codec, "role": p["role"],
-                     "measured_cycles": p["cycles"], "predicted_cycles": round(pred),
-                     "error": round(pred / p["cycles"] - 1, 4)})
+        rows.append({"algorithm": s.algorithm, "op": s.op, "nodes": s.nodes, "elements": s.elements,
+                     "codec": s.codec, "role": p["role"], "measured_cycles": p["cycles"],
+                     "predicted_cycles": round(pred), "error": round(pred / p["cycles"] - 1, 4)})
     held = [r for r in rows if r["role"] == "held_out"]
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                      text=True).stdout.strip(),
-            "setup": "ring on the RTL cluster, Verilator, W = 512, 80 Gb/s, 250 MHz, 125 cycles a link, P = 256",
+            "setup": "ring and switch on the RTL cluster, Verilator, W = 512, 80 Gb/s, 250 MHz, 125 cycles a "
+                     "link, P = 256",
             "held_out_max_abs_error": worst, "limit": LIMIT}
     CALIBRATION.write_text(json.dumps({"meta": meta, "constants": {k: asdict(c) for k, c in constants.items()},
                                        "points": points}, indent=1) + "\n")

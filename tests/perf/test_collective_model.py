@@ -9,15 +9,22 @@ from host_driver.perf import collective_model as cm
 
 
 def test_the_fit_recovers_the_constants_it_was_made_from():
-    truth = cm.Constants(alpha0=900.0, alpha1=40.0, alpha2=1.0, beta=1.02, gamma=1.3,
-                         delta={"none": 0.2, "fp16": 0.5, "bf16": 0.5, "bfp8": 1.5, "bfp4": 1.9})
+    truth = cm.Constants(alpha0=900.0, alpha1=40.0, alpha2=1.0, beta=1.02,
+                         gamma={"none": 1.1, "fp16": 1.2, "bfp8": 1.3, "bfp4": 1.25},
+                         eta={"none": 0.5, "fp16": 0.6, "bfp8": 0.9, "bfp4": 0.8},
+                         delta={"none": 0.2, "fp16": 0.5, "bfp8": 0.4, "bfp4": 0.1})
     points = [(s, truth.cycles(s.features(), s.codec))
               for s in (cm.Setup(n, L, c) for n in (2, 3, 4, 8) for L in (1 << 14, 1 << 17, 1 << 20)
                         for c in ("none", "fp16", "bfp8", "bfp4"))]
+    # the compressed codecs are bound by the datapath at small N and by the receive side at large N
+    f2, f8 = cm.Setup(2, 1 << 20, "bfp8").features(), cm.Setup(8, 1 << 20, "bfp8").features()
+    assert 1.3 * f2["datapath"] > max(f2["wire"], 0.9 * f2["engine"])
+    assert 0.9 * f8["engine"] > max(f8["wire"], 1.3 * f8["datapath"])
     got = cm.fit(points)
-    assert got.gamma == pytest.approx(1.3, abs=0.011)
+    assert got.gamma["bfp8"] == pytest.approx(1.3, rel=1e-3) and got.eta["bfp8"] == pytest.approx(0.9, rel=1e-3)
+    assert got.beta == pytest.approx(1.02, rel=1e-3) and got.delta["bfp8"] == pytest.approx(0.4, rel=1e-2)
     for s, y in points:
-        assert got.cycles(s.features(), s.codec) == pytest.approx(y, rel=1e-3)
+        assert got.cycles(s.features(), s.codec) == pytest.approx(y, rel=1e-4)
     # bf16 takes fp16's constants
     s = cm.Setup(4, 1 << 18, "bf16")
     assert got.cycles(s.features(), "bf16") == pytest.approx(truth.cycles(s.features(), "fp16"), rel=1e-3)
@@ -38,8 +45,7 @@ def test_features_follow_the_golden_models_bounds():
 
 def test_the_shipped_calibration_is_its_points_fit():
     """The constants in the repo are this code's fit of the points beside them, and the held-out error the
-    file records is the one they give. (The issue's goal is 5 %; results/model_error.json has the table and
-    docs/performance.md says where the all-reduce misses it.)"""
+    file records is the one they give: within 5 % (results/model_error.json has the table)."""
     data = json.loads(cm.CALIBRATION.read_text())
     points = data["points"]
     setups = [(cm.Setup(**{k: p[k] for k in cm.Setup.__dataclass_fields__}), p) for p in points]
@@ -52,7 +58,8 @@ def test_the_shipped_calibration_is_its_points_fit():
             if cm.key(s) != k:
                 continue
             mine = fitted.cycles(s.features(), s.codec)
-            assert stored[k].cycles(s.features(), s.codec) == pytest.approx(mine, rel=1e-9)
+            assert stored[k].cycles(s.features(), s.codec) == pytest.approx(mine, rel=1e-6)
             if p["role"] == "held_out":
                 worst[k] = max(worst.get(k, 0.0), abs(mine / p["cycles"] - 1))
-    assert max(worst.values()) == pytest.approx(data["meta"]["held_out_max_abs_error"], abs=1e-9)
+    assert max(worst.values()) == pytest.approx(data["meta"]["held_out_max_abs_error"], abs=1e-6)
+    assert max(worst.values()) <= 0.05
