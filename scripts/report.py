@@ -34,6 +34,15 @@ U280 = {"luts": 1_303_680, "ffs": 2_607_360, "bram": 4_032, "dsp": 9_024}
 #: Lattice LFE5U-85F: LUT4s (TRELLIS_COMB), flip-flops, 18 kbit block RAMs, 18x18 multipliers
 ECP5_85K = {"luts": 83_640, "ffs": 83_640, "bram": 208, "dsp": 156}
 FMAX_GOAL_MHZ = 150
+#: synth_ecp5 with its `coarse` step spelt out minus `share`, as hdl/flow/synth.py does for synth_xilinx (the
+#: SAT-based sharing of the codecs' exclusive shifters is most of Yosys 0.23's time on the NIC)
+ECP5_SYNTH = ("read_rtlil {src}; synth_ecp5 -top {top} -run :coarse; proc; flatten; tribuf -logic; deminout; "
+              "opt_expr; opt_clean; check; opt -nodffe -nosdff; fsm; opt; wreduce; peepopt; opt_clean; "
+              "techmap -map +/cmp2lut.v -D LUT_WIDTH=4; opt_expr; opt_clean; "
+              "techmap -map +/mul2dsp.v -map +/ecp5/dsp_map.v -D DSP_A_MAXWIDTH=18 -D DSP_B_MAXWIDTH=18 "
+              "-D DSP_A_MINWIDTH=2 -D DSP_B_MINWIDTH=2 -D DSP_NAME=$__MUL18X18; chtype -set $mul t:$__soft_mul; "
+              "alumacc; opt; memory -nomap; opt_clean; synth_ecp5 -top {top} -run map_ram: -json {json}; "
+              "tee -q -o {stat} stat")
 
 
 def share(summary: dict, device: dict) -> dict:
@@ -63,8 +72,9 @@ def ecp5(results: dict, out: Path, top: str = "nic", width: int = 64) -> None:
     netlist, log = work / f"{name}.json", work / f"{name}.pnr.log"
     print(f"report: synth_ecp5 {name} ...", flush=True)
     t0 = time.monotonic()
-    res = subprocess.run([require("yosys"), "-q", "-p", f"read_rtlil {src}; synth_ecp5 -top {name} -json {netlist}; "
-                          f"tee -q -o {work / (name + '.ecp5.stat')} stat"], capture_output=True, text=True)
+    res = subprocess.run([require("yosys"), "-q", "-p", ECP5_SYNTH.format(src=src, top=name, json=netlist,
+                                                                      stat=work / f"{name}.ecp5.stat")],
+                         capture_output=True, text=True)
     if res.returncode:
         raise RuntimeError(f"synth_ecp5 failed:\n{res.stdout[-3000:]}{res.stderr[-3000:]}")
     synth_s = time.monotonic() - t0
@@ -102,6 +112,32 @@ def critical_path(log: str) -> dict:
             "sink": lines[-1].split("Sink")[-1].strip() if lines else None, "routing_ns": float(m.group(3))}
 
 
+#: what each synthesised top is, for the table
+TOPS = {"nic_w64": "NIC, W = 64", "nic_w512": "NIC, W = 512", "switch_p8_w64": "aggregation switch, 8 ports, W = 64"}
+
+
+def table(results: dict) -> str:
+    """The report as the Markdown tables of docs/hardware.md."""
+    out = ["| top | LUTs | FFs | CARRY4 | LUTRAM | BRAM (RAMB18) | DSP | share of a U280 (LUT / FF / BRAM) |",
+           "|---|---|---|---|---|---|---|---|"]
+    for key, r in results.get("synth_xilinx", {}).items():
+        sh = r["u280_share"]
+        out.append(f"| {TOPS.get(key, key)} | {r['luts']:,} | {r['ffs']:,} | {r['carry4']:,} | {r['lutram']:,} | "
+                   f"{r['bram']:,} | {r['dsp']:,} | {sh['luts']:.1%} / {sh['ffs']:.1%} / {sh['bram']:.1%} |")
+    for key, e in results.get("ecp5", {}).items():
+        out += ["", "| top (ECP5-85k) | Fmax (MHz) | goal | LUT4 | FF | BRAM | critical path |", "|---|---|---|---|---|---|---|"]
+        if "error" in e:
+            out.append(f"| {e['top']} | failed | {e['goal_mhz']} | | | | see results/report.json |")
+            continue
+        u = e.get("utilization", {})
+        cp = e.get("critical_path", {})
+        fmax = ", ".join(f"{v}" for v in e["fmax_mhz"].values())
+        out.append(f"| {e['top']} | {fmax} | {e['goal_mhz']} | {u.get('TRELLIS_COMB', {}).get('used', '')} | "
+                   f"{u.get('TRELLIS_FF', {}).get('used', '')} | {u.get('DP16KD', {}).get('used', '')} | "
+                   f"{cp.get('source', '')} → {cp.get('sink', '')} |")
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=["xilinx", "ecp5"])
@@ -117,6 +153,7 @@ def main(argv=None) -> int:
         xilinx(results, args.out)
     if args.only != "xilinx":
         ecp5(results, args.out)
+    print(table(results))
     print(f"report: wrote {args.out}")
     return 0
 

@@ -5,7 +5,7 @@
   ``bound_cycles``);
 * ``ainic model --preset smartnic-mlp [--json FILE] [--plot FILE.png]``: the Intel AI smart NIC paper's setup
   (a 20-layer MLP of 2048 × 2048 fp32, 1,792 samples a node, 28-core Xeon hosts, 40 Gb/s Ethernet): the
-  speedup of ainic's ring (each codec) over the hosts' own ring all-reduce, N = 2 to 1,024, weak scaling,
+  speedup of ainic's ring and switch (each codec) over the hosts' own ring all-reduce, N = 2 to 1,024, weak scaling,
   with and without overlap; next to the paper's 1.6x at 6 nodes and 2.5x projected at 32.
 """
 
@@ -81,7 +81,9 @@ def speedups(preset: dict, codecs=None) -> dict:
     """{overlap: {backend name: [speedup over the host ring at each N]}} and the iteration times."""
     layers = tm.mlp(preset["layers"], preset["width"], preset["batch_per_node"], preset["host_flops"])
     host = tm.HostRing(preset["link_gbps"], preset["host_mem_gbps"], preset["host_step_us"])
-    backends = [tm.AinicRing(c, preset["link_gbps"]) for c in (codecs or ("none", "fp16", "bfp8", "bfp4"))]
+    calibrated = cm.load()
+    backends = [tm.Ainic(c, preset["link_gbps"], algorithm) for algorithm in cm.ALGORITHMS
+                if f"{algorithm}/allreduce" in calibrated for c in (codecs or ("none", "fp16", "bfp8", "bfp4"))]
     out = {}
     for overlap in tm.OVERLAPS:
         base = [tm.iteration_ns(layers, n, host, overlap)["total_ns"] for n in preset["nodes"]]

@@ -15,7 +15,7 @@ then waits for every gradient's all-reduce. Two overlap structures:
 Scaling: ``weak`` keeps each node's batch (its compute time does not change with N); ``strong`` keeps the
 global batch of ``base_nodes`` nodes, so each node's compute scales by base_nodes / N.
 
-Collective backends (:class:`HostRing`, :class:`AinicRing`) give an all-reduce's time from its size and N.
+Collective backends (:class:`HostRing`, :class:`Ainic`) give an all-reduce's time from its size and N.
 """
 
 from dataclasses import dataclass
@@ -80,24 +80,38 @@ class HostRing:
 
 
 @dataclass(frozen=True)
-class AinicRing:
-    """ainic's ring all-reduce on the NICs: the calibrated collective model (fp32 elements)."""
+class Ainic:
+    """ainic's all-reduce on the NICs, ``algorithm`` "ring" (the NICs' ring) or "switch" (in-network
+    aggregation): the calibrated collective model (fp32 elements). The switch's N nodes hang off a tree of
+    ``radix``-port aggregation switches (the RTL's switch has 8), ⌈log_radix N⌉ levels: every level adds
+    two links of latency to the path (the calibration measured one level)."""
     codec: str = "none"
     link_gbps: float = 40.0
+    algorithm: str = "ring"
     clock_mhz: float = 250.0
     width: int = 512
     link_latency: int = 125
+    radix: int = 8
     constants: dict = None
 
     @property
     def name(self) -> str:
-        return f"ainic ring {self.codec}"
+        return f"ainic {self.algorithm} {self.codec}"
+
+    def levels(self, nodes: int) -> int:
+        """Switch levels between the nodes (1 up to ``radix`` nodes)."""
+        levels, reach = 1, self.radix
+        while reach < nodes:
+            levels, reach = levels + 1, reach * self.radix
+        return levels
 
     def allreduce_ns(self, size_bytes: float, nodes: int) -> float:
         if nodes < 2 or size_bytes <= 0:
             return 0.0
-        setup = cm.Setup(nodes, max(1, int(size_bytes // 4)), self.codec, width=self.width,
-                         link_gbps=self.link_gbps, clock_mhz=self.clock_mhz, link_latency=self.link_latency)
+        latency = self.link_latency * (self.levels(nodes) if self.algorithm == "switch" else 1)
+        setup = cm.Setup(nodes, max(1, int(size_bytes // 4)), self.codec, algorithm=self.algorithm,
+                         width=self.width, link_gbps=self.link_gbps, clock_mhz=self.clock_mhz,
+                         link_latency=latency)
         return cm.predict(setup, self.constants) * 1e3 / self.clock_mhz
 
 
@@ -134,4 +148,4 @@ def iteration_ns(layers, nodes: int, backend, overlap: str = "none", scaling: st
     return {"total_ns": t, "compute_ns": compute, "exposed_comm_ns": t - compute, "comm_ns": sum(comm)}
 
 
-__all__ = ["AinicRing", "HostRing", "Layer", "OVERLAPS", "SCALINGS", "from_libra", "iteration_ns", "mlp"]
+__all__ = ["Ainic", "HostRing", "Layer", "OVERLAPS", "SCALINGS", "from_libra", "iteration_ns", "mlp"]

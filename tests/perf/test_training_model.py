@@ -2,7 +2,8 @@
 
 import pytest
 
-from host_driver.perf.training_model import HostRing, Layer, iteration_ns, mlp
+from host_driver.perf import collective_model as cm
+from host_driver.perf.training_model import Ainic, HostRing, Layer, iteration_ns, mlp
 
 
 class Fixed:
@@ -66,3 +67,19 @@ def test_the_mlp_and_the_host_ring():
     slow = HostRing(link_gbps=40, mem_gbps=1.0, step_us=0, wire_efficiency=1.0)   # reduction-bound reduce-scatter
     assert slow.allreduce_ns(6e6, 6) == pytest.approx(5 * 3e6 + 5 * 1e6 * 8 / 40)
     assert host.allreduce_ns(16 << 20, 1) == 0
+
+
+def test_ainic_backends_time_the_calibrated_model():
+    """The ring and the switch through the collective model, in ns at the clock; the switch's tree of
+    8-port switches adds two links of latency a level (δ = 0 here: nothing else changes with N)."""
+    k = cm.Constants(100.0, 10.0, 1.0, 1.0, {"bfp8": 1.2}, {"bfp8": 0.0}, {"bfp8": 0.0})
+    constants = {"ring/allreduce": k, "switch/allreduce": k}
+    ring, switch = Ainic("bfp8", 80.0, constants=constants), Ainic("bfp8", 80.0, "switch", constants=constants)
+    assert ring.name == "ainic ring bfp8" and switch.name == "ainic switch bfp8"
+    assert [switch.levels(n) for n in (2, 8, 9, 64, 65, 1024)] == [1, 1, 2, 2, 3, 4]
+    size = 4 << 20
+    want = cm.predict(cm.Setup(6, 1 << 20, "bfp8", link_gbps=80.0), constants) * 4     # ns at 250 MHz
+    assert ring.allreduce_ns(size, 6) == pytest.approx(want)
+    assert switch.allreduce_ns(size, 1024) - switch.allreduce_ns(size, 512) == pytest.approx(2 * 125 * 4)
+    assert switch.allreduce_ns(size, 8) == switch.allreduce_ns(size, 5)
+    assert ring.allreduce_ns(size, 1) == 0 and switch.allreduce_ns(0, 8) == 0
