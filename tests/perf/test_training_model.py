@@ -83,3 +83,22 @@ def test_ainic_backends_time_the_calibrated_model():
     assert switch.allreduce_ns(size, 1024) - switch.allreduce_ns(size, 512) == pytest.approx(2 * 125 * 4)
     assert switch.allreduce_ns(size, 8) == switch.allreduce_ns(size, 5)
     assert ring.allreduce_ns(size, 1) == 0 and switch.allreduce_ns(0, 8) == 0
+
+
+def test_a_libra_workload_as_training_layers():
+    """LIBRA's ResNet-50 read as is: one training layer a line, every phase's compute kept, the weight
+    gradients' all-reduces as the gradients (other collectives of a file are left out)."""
+    from pathlib import Path
+
+    from host_driver.perf.libra_inputs import read_workload
+    from host_driver.perf.training_model import from_libra
+    path = Path(__file__).resolve().parents[2] / "host_driver" / "perf" / "libra" / "workload" / "ResNet_50.txt"
+    raw = read_workload(path)
+    layers = from_libra(raw)
+    assert len(layers) == len(raw) == len([ln for ln in path.read_text().splitlines() if ln.strip()])
+    assert sum(la.grad_bytes for la in layers) == sum(r.weight_grad.size_bytes for r in raw
+                                                      if r.weight_grad.collective == "ALLREDUCE") > 0
+    compute = sum(p.compute_ns for r in raw for p in r.phases)
+    with_grad = sum(1 for la in layers if la.grad_bytes)
+    r = iteration_ns(layers, 8, Fixed(1000.0), "none")
+    assert r["compute_ns"] == pytest.approx(compute) and r["total_ns"] == pytest.approx(compute + 1000.0 * with_grad)
