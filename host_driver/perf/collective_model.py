@@ -140,7 +140,8 @@ def fit(points) -> Constants:
     idx = np.array([codecs.index(c) for _, c in rows])
     F = {k: np.array([f[k] for f, _ in rows], dtype=float) for k in rows[0][0]}
     # α₁ only where the steps vary (the switch's are all 1: α₀ alone, α₁ = 0)
-    steps = F["steps"] if np.ptp(F["steps"]) > 0 else np.zeros_like(y)
+    steps_vary = np.ptp(F["steps"]) > 0
+    steps = F["steps"] if steps_vary else np.zeros_like(y)
     linear = np.column_stack([np.ones_like(y), steps,
                               *[np.where(idx == i, F["chunk"], 0.0) for i in range(n)]]) / y[:, None]
 
@@ -167,7 +168,7 @@ def fit(points) -> Constants:
             if not np.any(binding[idx == i] == term):
                 t[at] = 0.0
     t, coef = [float(v) for v in t], [float(v) for v in solve(t)[0]]
-    coef[1] = coef[1] if np.ptp(F["steps"]) > 0 else 0.0
+    coef[1] = coef[1] if steps_vary else 0.0
     return Constants(coef[0], coef[1], 1.0, t[0], dict(zip(codecs, t[1:1 + n])), dict(zip(codecs, t[1 + n:])),
                      dict(zip(codecs, coef[2:])))
 

@@ -60,7 +60,8 @@ def _build(sim: str, top: str, width: int, waves: bool):
     # A cluster bench's NICs as Verilator hierarchical blocks, each verilated and compiled once as a library
     # (Verilator otherwise writes every instance's scheduled code apart: an 8-NIC bench compiled the NIC eight
     # times). Measured on the regression's cluster tests side by side: 918 s of CPU against 1,479 s, the
-    # simulations no slower. AINIC_SIM_HIER=0 turns it off; traced builds (waves) keep the flat model.
+    # simulations no slower at W = 64 (about 10 % slower at W = 512, docs/contributing.md).
+    # AINIC_SIM_HIER=0 turns it off; traced builds (waves) keep the flat model.
     hier_env = os.environ.get("AINIC_SIM_HIER", "1")
     if hier_env not in ("0", "1"):
         raise ValueError(f"AINIC_SIM_HIER must be 0 or 1, got {hier_env!r}")
