@@ -46,10 +46,10 @@ class BytePacker(wiring.Component):
     """Chunks of up to ``in_bytes`` bytes -> densely packed ``out_bytes``-byte AXI-Stream beats.
 
     A packet's bytes are concatenated; its last beat is partial (``tkeep``) and the next packet starts a
-    new beat. Latency 1 cycle. Accepts a chunk every cycle while the output takes beats; after a packet's
-    last chunk it waits for the packet's final beat to leave, and takes the next packet's first chunk in
-    that same cycle. ``m_axis.tvalid`` comes from registers; ``s.ready`` depends on ``m_axis.tready``
-    only while a packet end is being flushed.
+    new beat. Latency 1 cycle. Accepts a chunk every cycle while the output takes beats, across packet
+    ends too: while a packet's last beats flush, the next packet's first chunk waits in a hold register and
+    enters the buffer, with the chunk after it, in the cycle the last beat leaves. ``m_axis.tvalid`` comes
+    from registers; ``s.ready`` depends on ``m_axis.tready`` only while a packet end is being flushed.
     """
 
     def __init__(self, in_bytes: int, out_bytes: int):
@@ -71,21 +71,45 @@ class BytePacker(wiring.Component):
             o.tlast.eq(flush & (level <= OUT)),
         ]
         emit = o.tvalid & o.tready
-        # a packet's first chunk may enter in the cycle its predecessor's last beat leaves
-        m.d.comb += s.ready.eq(Mux(flush, emit & o.tlast, level <= cap - IN))
+        # the packet being flushed is done: its last beat leaves now (or it had no bytes)
+        drain = Signal()
+        m.d.comb += drain.eq(flush & ((emit & o.tlast) | (level == 0)))
+        # while a packet end flushes, the next packet's first chunk waits in ``hold`` (the input never
+        # stalls for a flush of two beats); at the drain it enters the buffer, with the chunk after it
+        hold = Signal(8 * IN)
+        hold_count = Signal(range(IN + 1))
+        hold_last = Signal()
+        hold_valid = Signal()
+        m.d.comb += s.ready.eq(Mux(flush, drain | ~hold_valid, level <= cap - IN))
+        take = s.valid & s.ready
         shifted = Signal(8 * cap)
         lvl1 = Signal(range(cap + 1))
         m.d.comb += [
             shifted.eq(Mux(emit, buf >> (8 * OUT), buf)),
             lvl1.eq(Mux(emit, Mux(level > OUT, level - OUT, 0), level)),
         ]
+        masked = Signal(8 * IN)
+        m.d.comb += masked.eq(s.data & _byte_mask(s.count, IN))
         insert = Signal(8 * cap)
-        m.d.comb += insert.eq((s.data & _byte_mask(s.count, IN)) << Cat(C(0, 3), lvl1))
-        with m.If(s.valid & s.ready):
+        m.d.comb += insert.eq(masked << Cat(C(0, 3), lvl1))
+        with m.If(drain & hold_valid):
+            after = take & ~hold_last          # the held packet goes on: the new chunk follows it
+            m.d.sync += [
+                buf.eq(hold | Mux(after, masked << Cat(C(0, 3), hold_count), 0)),
+                level.eq(hold_count + Mux(after, s.count, 0)),
+                flush.eq(hold_last | (after & s.last)),
+                hold_valid.eq(take & hold_last),
+            ]
+            with m.If(take & hold_last):        # a one-chunk packet: the new chunk is the next one held
+                m.d.sync += [hold.eq(masked), hold_count.eq(s.count), hold_last.eq(s.last)]
+        with m.Elif(take & flush & ~drain):
+            m.d.sync += [buf.eq(shifted), level.eq(lvl1),
+                         hold.eq(masked), hold_count.eq(s.count), hold_last.eq(s.last), hold_valid.eq(1)]
+        with m.Elif(take):
             m.d.sync += [buf.eq(shifted | insert), level.eq(lvl1 + s.count), flush.eq(s.last)]
         with m.Else():
             m.d.sync += [buf.eq(shifted), level.eq(lvl1)]
-            with m.If((emit & o.tlast) | (flush & (level == 0))):
+            with m.If(drain):
                 m.d.sync += flush.eq(0)
         return m
 

@@ -72,6 +72,17 @@ def test_byte_packer_takes_a_chunk_per_cycle(rng, in_bytes, out_bytes):
     assert taken[39] - taken[0] == 39 and taken[79] - taken[40] == 39, taken
 
 
+@pytest.mark.parametrize("in_bytes,chunks", [(17, 16), (9, 16), (17, 1), (4, 3)])
+def test_byte_packer_takes_a_chunk_per_cycle_across_packet_ends(rng, in_bytes, chunks):
+    """The compressor's case: bfp8 (17-byte records) or bfp4 (9) packets of 16 blocks, 272 bytes = 4¼ beats of
+    64: the packet end flushes two beats, and the next packet's first chunk is taken meanwhile (it waits in
+    the hold register), so chunks go in on consecutive cycles across packets; also one-chunk packets."""
+    packets = [[bytes(rng.integers(0, 256, in_bytes, dtype=np.uint8)) for _ in range(chunks)] for _ in range(8)]
+    out, taken = pack(BytePacker(in_bytes, 64), packets, rng)
+    assert [d for d, _ in out] == [b"".join(p) for p in packets]
+    assert taken == list(range(taken[0], taken[0] + len(taken))), taken
+
+
 def unpack(dut, packets, takes, users, rng, idle=0.0, backpressure=0.0):
     """Drive byte packets (dense beats, ``users[k]`` on each first beat) into a ByteUnpacker whose ``take``
     is ``takes[k]`` while packet k comes out; returns [(chunks, users)] and the cycles a chunk left."""
