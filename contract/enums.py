@@ -88,6 +88,14 @@ class PhaseKind(IntEnum):
     scatter_end = 6     # reduce-scatter alone: received + own, to the host only
 
 
+class StageState(IntEnum):
+    """What a stage of the collective engine did in one cycle (``dbg_stages``, contract/stages.py)."""
+    idle = 0            # no item: nothing to do
+    busy = 1            # a beat moved
+    starved = 2         # an item, but its input offered no beat
+    blocked = 3         # its input offered a beat that its output did not take
+
+
 class DropReason(IntEnum):
     """Why the receive parser dropped a frame, in the order it checks (the first that applies counts)."""
     mac_error = 0       # tuser (MAC-reported error) on any beat

@@ -146,7 +146,8 @@ def _demo(args) -> int:
                           algorithm=args.algorithm, window=args.window, jobs=args.jobs,
                           retransmit_timeout=args.retransmit_timeout, deadline=args.deadline, fabric=args.fabric,
                           faults={"drop": args.drop, "dup": args.dup, "corrupt": args.corrupt,
-                                  "seed": args.fault_seed}, dead_rank=args.dead_rank)
+                                  "seed": args.fault_seed}, dead_rank=args.dead_rank,
+                          stage_trace=args.stage_trace)
         if args.sim != "model":
             print(f"ainic demo: building the {n}-node cluster for {args.sim} at W = {args.width} "
                   "(cached per configuration) ...", flush=True)
@@ -206,6 +207,10 @@ def _demo(args) -> int:
         ("bus-bandwidth bound " + ("2(N-1)/N*S/B" if op == "allreduce" else "(N-1)/N*S/B"),
          f"{busbw:,.0f} cycles (no headers, no codec)"),
         ("efficiency (bound / cycles)", eff),
+        ("datapath bound, cycles", f"{stats.datapath_bound_cycles:,} (every element once through a "
+                                   f"{args.width}-bit block)"),
+        ("of what binds (max bound / cycles)", "—" if stats.binding_efficiency is None
+         else f"{stats.binding_efficiency:.3f}"),
         ("link", f"{args.link_gbps:g} Gb/s = {stats.link_bytes_per_cycle:.1f} B/cycle"),
         ("frames per link" + (" (up)" if switch else ""), ", ".join(map(str, stats.frames_per_link))),
         ("bytes per link (frames" + (", up)" if switch else ")"), ", ".join(f"{b:,}" for b in stats.frame_bytes_per_link)),
@@ -255,6 +260,10 @@ def _demo(args) -> int:
                      "cycles/s)"))
     for k, v in rows:
         print(f"  {k:<34} {v}")
+    if stats.stage_trace:
+        from host_driver.sim.stage_trace import table
+        print(f"ainic demo: where rank 0's cycles went (docs/collective_engine.md, \"Where the cycles go\"):")
+        print(table(stats.stage_trace[0]))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(d, fh, indent=2)
@@ -339,6 +348,9 @@ def main(argv=None) -> int:
     d.add_argument("--deadline", type=int, default=DEADLINE,
                    help="cycles without progress (ring: no stage moved; switch: no new result) after which a "
                    "collective ends in timeout")
+    d.add_argument("--stage-trace", action="store_true",
+                   help="ring, RTL: record what every stage of each NIC's collective engine does each cycle; "
+                   "print rank 0's summary, and put every rank's in --json (stage_trace)")
     d.add_argument("--link-latency", type=int, default=125,
                    help="cycles per link in the RTL fabric (two links per hop: NIC -> switch -> NIC)")
     d.add_argument("--waves", nargs="?", const="ainic_demo.fst", metavar="FILE",

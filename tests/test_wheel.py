@@ -58,7 +58,8 @@ def ainic(inst, *args, timeout=900):
 
 def test_wheel_ships_the_data_files(installed):
     names = zipfile.ZipFile(installed["wheel"]).namelist()
-    for f in ("hdl/sim/ainic_host_memory.v", "hdl/sim/ainic_frame_capture.v", "hdl/flow/lint_waivers.vlt",
+    for f in ("hdl/sim/ainic_host_memory.v", "hdl/sim/ainic_frame_capture.v", "hdl/sim/ainic_stage_trace.v",
+              "hdl/flow/lint_waivers.vlt",
               "host_driver/models/ainic.lua", "host_driver/sim/cluster_job.py", "host_driver/sim/replay.py",
               "contract/enums.py", "host_driver/perf/libra/LICENSE", "host_driver/perf/calibration.json", "host_driver/perf/libra/workload/GPT_3.txt",
               "host_driver/perf/libra/network/4d_network.yml", "host_driver/perf/libra/constraints/total_bw_500gbps.yml"):

@@ -9,7 +9,8 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from contract import credits as cr
-from contract.enums import PhaseKind
+from contract import stages as st
+from contract.enums import PhaseKind, StageState
 from contract.link import Stall
 from contract.protocol import FRAME_HEADER_BYTES, VERSION
 from hdl.arith.reduction_unit import ReductionUnit
@@ -61,6 +62,12 @@ EngineStatus = data.StructLayout({
     "timeout": 1,           # the deadline ran out (switch client: no new result; ring: no stage moved)
     "stall": len(Stall),    # the ring: what it waited for when the deadline ran out (contract.link.Stall)
 })
+
+
+#: ``probe``: each stage's state and the kind of the item it holds, this cycle (contract/stages.py)
+StageProbe = data.StructLayout({name: data.StructLayout({"state": StageState, "kind": PhaseKind})
+                                for name in st.NAMES})
+assert StageProbe.size == st.WIDTH
 
 
 def engine_members(width: int) -> dict:
@@ -169,6 +176,7 @@ class CollectiveEngine(wiring.Component):
             "busy": Out(1),
             "status": Out(EngineStatus),
             "flush": In(1),
+            "probe": Out(StageProbe),
             **engine_members(W),
         })
 
@@ -187,6 +195,7 @@ class CollectiveEngine(wiring.Component):
         self._transmit(m, p)
         self._write_to_host(m, p)
         self._run_state(m, p)
+        self._probe(m, p)
         return m
 
     def _blocks(self, m):
@@ -245,7 +254,13 @@ class CollectiveEngine(wiring.Component):
             self.rd_cmd.payload.length.eq(Cat(C(0, 2), rdq.item.count)),
             own.fifo.w_data.eq(rdq.item), own.fifo.w_en.eq(issued), rdq.done.eq(issued),
         ]
-        p.own_send = own_send = AxiStreamSignature(self.width).create(path=("own_send",))
+        # own packets to compress wait in a FIFO, so that the reads move on to the next sum's operand while
+        # the compressor still takes them: the reduction unit's pipeline then fills before the compressor
+        # turns to that sum (without it, 6 cycles lost at every send -> reduce turn)
+        m.submodules.fifo_own = own_fifo = StreamFifo(self.width, self.fork_fifo_beats)
+        own_send = own_fifo.s_axis
+        p.own_send = own_fifo.m_axis
+        p.probe = {"read": (own.have, own.item.kind, rd.tvalid, rd.tready)}
         t1 = _pass(m, rd, own_send, own.kind_is(*OWN_ONLY))
         t2 = _pass(m, rd, ru.s_axis_b, own.kind_is(*SUMS))
         m.d.comb += [rd.tready.eq(Mux(own.kind_is(*OWN_ONLY), own_send.tready, ru.s_axis_b.tready) & own.have),
@@ -267,6 +282,7 @@ class CollectiveEngine(wiring.Component):
             ru.m_axis.tready.eq(cq.kind_is(*SUMS) & c_in.tready),
             cq.done.eq(c_in.tvalid & c_in.tready & c_in.tlast),
         ]
+        p.probe["compress"] = (cq.have, cq.item.kind, c_in.tvalid, c_in.tready)
 
     def _fork_compressed(self, m, p):
         """Fork 1: compressed packets -> transmit (all but scatter_end), and -> the host decompressor
@@ -276,6 +292,7 @@ class CollectiveEngine(wiring.Component):
         m.d.comb += [comp.m_axis.tready.eq(fork1.s_axis.tready & f1.have),
                      fork1.enable_a.eq(~f1.kind_is(SCATTER_END)), fork1.enable_b.eq(f1.kind_is(*TO_HOST_FROM_FORK1)),
                      f1.done.eq(t & comp.m_axis.tlast)]
+        p.probe["fork1"] = (f1.have, f1.item.kind, comp.m_axis.tvalid, comp.m_axis.tready)
 
     def _take_headers(self, m, p):
         """Every data header from the parser waits in ``rx_meta_q`` (room for RX_FRAMES, which credits never
@@ -333,6 +350,7 @@ class CollectiveEngine(wiring.Component):
             fork2.enable_a.eq(rq.kind_is(FORWARD)), fork2.enable_b.eq(1),
         ]
         wiring.connect(m, d_rx.m_axis, p.ru.s_axis_a)
+        p.probe["receive"] = (rq.have, rq.item.kind, rx.tvalid, rx.tready)
         rx_frames, rx_bytes = Signal(32), Signal(64)         # received here since reset
         rx_plen = payload_bytes(m, p.codec, rq.item.count, "rx_plen")
         with m.If(rq.done & ~synthetic):
@@ -345,7 +363,8 @@ class CollectiveEngine(wiring.Component):
         run in lock step within a key (a final packet holds the compressor until D_out is free; a forwarded
         one holds the receive router, starving the next reduce). ``p.branch[name]`` is each FIFO's output."""
         p.branch = {}
-        for name, src in (("f1b", p.fork1.m_axis_b), ("f2a", p.fork2.m_axis_a), ("f2b", p.fork2.m_axis_b)):
+        for name, src in (("f1a", p.fork1.m_axis_a), ("f1b", p.fork1.m_axis_b), ("f2a", p.fork2.m_axis_a),
+                          ("f2b", p.fork2.m_axis_b)):
             m.submodules[f"fifo_{name}"] = f = StreamFifo(self.width, self.fork_fifo_beats)
             wiring.connect(m, src, f.s_axis)
             p.branch[name] = f.m_axis
@@ -364,7 +383,7 @@ class CollectiveEngine(wiring.Component):
         m.d.comb += tq.fifo.r_en.eq(take)
         tp = self.tx_payload
         fwd = tq.kind_is(FORWARD)
-        a1, a2 = p.fork1.m_axis_a, p.branch["f2a"]
+        a1, a2 = p.branch["f1a"], p.branch["f2a"]
         src_valid, src_last = Mux(fwd, a2.tvalid, a1.tvalid), Mux(fwd, a2.tlast, a1.tlast)
         m.d.comb += [
             tx_hdr.items.valid.eq(tq.have & ~hdr_sent & ~sink & src_valid & ~p.aborting),
@@ -393,6 +412,7 @@ class CollectiveEngine(wiring.Component):
             a2.tready.eq(fwd & out_ready),
             tq.done.eq(tq.have & src_valid & out_ready & src_last),
         ]
+        p.probe["transmit"] = (tq.have & ~sink, tq.item.kind, src_valid, out_ready)
 
     def _write_to_host(self, m, p):
         """D_out (final, gather, scatter_end from fork 1; forward, last from fork 2) -> DMA write. The write
@@ -419,6 +439,9 @@ class CollectiveEngine(wiring.Component):
         with m.Elif(self.wr_cmd.valid & self.wr_cmd.ready):
             m.d.sync += cmd_sent.eq(1)
         wiring.connect(m, p.d_out.m_axis, wiring.flipped(self.wr_data))
+        wd = self.wr_data
+        p.probe["host_out"] = (hq.have, hq.item.kind, d.tvalid, d.tready)
+        p.probe["write"] = (hq.have | wd.tvalid, hq.item.kind, wd.tvalid, wd.tready)
         p.pending = Signal(32)
         p.write_resp = Signal(2)
         p.host_bytes = Signal(64)
@@ -466,3 +489,15 @@ class CollectiveEngine(wiring.Component):
             st.overflow.eq(p.ru.stat_overflow), st.framing.eq(p.ru.stat_framing), st.host_bytes.eq(p.host_bytes),
             st.timeout.eq(timed_out), st.stall.eq(stall),
         ]
+
+    def _probe(self, m, p):
+        """``probe``: per stage (contract/stages.py), idle without an item, busy when a beat moved, starved when
+        its input offered none, blocked when its output did not take the one offered. Wires only."""
+        seq = p.seq.items
+        p.probe["sequencer"] = (p.seq.busy, seq.payload.kind, seq.valid, seq.ready)
+        for name in st.NAMES:
+            have, kind, valid, ready = p.probe[name]
+            state = Mux(~have, StageState.idle,
+                        Mux(valid & ready, StageState.busy, Mux(valid, StageState.blocked, StageState.starved)))
+            m.d.comb += [getattr(self.probe, name).state.eq(state),
+                         getattr(self.probe, name).kind.eq(Mux(have, kind, 0))]

@@ -21,7 +21,7 @@ from hdl.nic.nic import Nic
 from hdl.packet.packet_loopback import PacketLoopback
 from hdl.packet.rx_parser import RxParser
 from hdl.packet.tx_builder import TxBuilder
-from hdl.sim.cluster_bench import CAPTURE_SOURCE, ClusterBench
+from hdl.sim.cluster_bench import CAPTURE_SOURCE, TRACE_SOURCE, ClusterBench
 from hdl.sim.host_bench import MEMORY_SOURCE, HostBench
 
 EXPORT_WIDTHS = WIDTHS
@@ -66,7 +66,7 @@ def _cluster(nodes: int, width: int, aggregation: bool = False, nic: str = "nic"
 
 
 def _cluster_sources(width: int, nic: str = "nic") -> tuple:
-    return (MEMORY_SOURCE, CAPTURE_SOURCE, export(nic, width))
+    return (MEMORY_SOURCE, CAPTURE_SOURCE, TRACE_SOURCE, export(nic, width))
 
 
 SIM_TOPS = {

@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from contract import credits as cr
 from contract import regmap as rm
+from contract import stages as st
 from contract.enums import DATA_OPCODES, DropReason, FrameOpcode
 from hdl.codec.codec_loop import CodecLoop
 from hdl.engine.collective_engine import CollectiveEngine
@@ -34,6 +35,7 @@ def nic_signature(width: int) -> wiring.Signature:
         "s_axis_rx": In(AxiStreamSignature(width, 1)),
         "m_axis_tx": Out(AxiStreamSignature(width)),
         "irq": Out(1),
+        "dbg_stages": Out(st.WIDTH),
     })
 
 
@@ -44,6 +46,8 @@ class Nic(wiring.Component):
     * ``m_axi``: host memory (descriptors, data, completions), AXI4 master, W-bit data, 64-bit addresses.
     * ``s_axis_rx`` / ``m_axis_tx``: Ethernet frames from / to a MAC (no FCS; ``s_axis_rx.tuser`` = the MAC's
       error flag for the frame). Frames are Ethernet/IPv4/UDP/ainic (docs/protocol.md).
+    * ``dbg_stages``: what each stage of the ring's collective engine does this cycle, for a logic analyser
+      or a simulation trace (contract/stages.py; may be left unconnected).
 
     Local copies run in the command processor with the DMA engine and codec loop; collective descriptors
     run in the :class:`CollectiveEngine` (algorithm ring) or the :class:`SwitchClient` (algorithm switch),
@@ -151,7 +155,7 @@ class Nic(wiring.Component):
             ls.cfg.timeout.eq(c.retx_timeout), ls.cfg.backoff_max.eq(c.retx_backoff_max),
             h.rank.eq(c.rank), h.nodes.eq(c.world_size), h.codec.eq(d.codec), h.dtype.eq(d.dtype),
             h.job.eq(c.job_id), h.collective.eq(d.collective), h.next_mac.eq(next_mac), h.next_ip.eq(next_ip),
-            eng.start.eq(cmd.engine_start & ~use_sw),
+            eng.start.eq(cmd.engine_start & ~use_sw), self.dbg_stages.eq(eng.probe),
             cmd.engine_busy.eq(Mux(use_sw, cl.busy, eng.busy)),
             cmd.engine_status.eq(Mux(use_sw, cl.status.as_value(), eng.status.as_value())),
         ]

@@ -22,6 +22,7 @@ from hdl.switch.job_table import POOL_BITS, JobEntry
 SWITCH_JOBS, SWITCH_POOL, SWITCH_MAX_PACKET = 4, 64, 256
 
 CAPTURE_SOURCE = SIM_DIR / "ainic_frame_capture.v"
+TRACE_SOURCE = SIM_DIR / "ainic_stage_trace.v"
 
 
 class ClusterBench(wiring.Component):
@@ -33,7 +34,8 @@ class ClusterBench(wiring.Component):
     files ``hostmem<i>_load.bin`` / ``hostmem<i>_dump.hex`` in the working directory), ``n<i>_mac``,
     ``n<i>_up_frames`` / ``n<i>_up_bytes`` (what NIC i sent), ``n<i>_rx_stalls`` (cycles NIC i held its
     receive port back while a beat waited: a real MAC would have dropped it), ``capture`` (while high, every
-    frame NIC i sends is written to ``capture<i>.txt``: ``ainic_frame_capture``). The NIC is instantiated by
+    frame NIC i sends is written to ``capture<i>.txt``: ``ainic_frame_capture``), ``stage_trace`` (while high, NIC i's
+    ``dbg_stages`` is recorded in ``stages<i>.txt``: ``ainic_stage_trace``). The NIC is instantiated by
     module name (``nic_module``, e.g. ``ainic_nic_w512``) from its exported Verilog; the fabric is Amaranth.
 
     Every top-level input, the reset included, goes through a flip-flop (the AXI4-Lite ports through an
@@ -63,7 +65,7 @@ class ClusterBench(wiring.Component):
         self.addr_bits = addr_bits
         self.link_depth = link_depth
         self.aggregation = aggregation
-        members = {"link_latency": In(16), "link_rate": In(16), "sw_unknown": Out(32), "capture": In(1),
+        members = {"link_latency": In(16), "link_rate": In(16), "sw_unknown": Out(32), "capture": In(1), "stage_trace": In(1),
                    "fault_drop": In(16), "fault_dup": In(16), "fault_corrupt": In(16)}
         if aggregation:
             members.update({
@@ -112,7 +114,7 @@ class ClusterBench(wiring.Component):
             m.d.comb += self.sw_unknown.eq(sw.stat_unknown)
         faults = [registered(self.fault_drop), registered(self.fault_dup), registered(self.fault_corrupt)]
         link_latency, link_rate = registered(self.link_latency), registered(self.link_rate)
-        capture = registered(self.capture)
+        capture, trace = registered(self.capture), registered(self.stage_trace)
         sig = nic_signature(W)
         for i in range(N):
             nic = sig.create(path=(f"nic{i}",))
@@ -138,6 +140,9 @@ class ClusterBench(wiring.Component):
                 "ainic_frame_capture", p_DATA_WIDTH=W, p_FILE=f"capture{i}.txt", i_clk=ClockSignal(),
                 i_rst=ResetSignal(), i_enable=capture, i_tdata=tx.tdata, i_tkeep=tx.tkeep, i_tlast=tx.tlast,
                 i_tvalid=tx.tvalid, i_tready=tx.tready)
+            m.submodules[f"trace{i}"] = Instance(
+                "ainic_stage_trace", p_WIDTH=len(nic.dbg_stages), p_FILE=f"stages{i}.txt", i_clk=ClockSignal(),
+                i_rst=ResetSignal(), i_enable=trace, i_value=nic.dbg_stages)
             rx = nic.s_axis_rx
             mac = registered(getattr(self, f"n{i}_mac"))
             # every link ends in a fault injector: uplink i at switch port i, downlink i at NIC i

@@ -190,6 +190,22 @@ def ring_bound_cycles(nodes: int, elements: int, link_bytes_per_cycle: float, co
     return max(per_rank) / link_bytes_per_cycle
 
 
+def datapath_bound_cycles(nodes: int, elements: int, width: int = 512, packet: int = 256,
+                          op: str = "allreduce") -> int:
+    """The NIC datapath's lower bound in cycles: the busiest block's beats, at one W-bit beat a cycle. In each
+    of the three collectives some block of every rank moves the whole tensor (the all-reduce and the
+    reduce-scatter read every own packet from the host and compress it; the all-reduce and the all-gather
+    write every packet of the result and decode it), a packet of c elements in ceil(4c / (W/8)) beats."""
+    _check_op(op)
+    plan, B = Plan(nodes, elements, packet), width // 8
+    beats = 0
+    for c in range(nodes):
+        s = plan.chunk(c)
+        full, rest = divmod(s.stop - s.start, packet)
+        beats += full * -(-4 * packet // B) + -(-4 * rest // B)
+    return beats
+
+
 @dataclass(frozen=True)
 class Send:
     """One packet of the ring: at ``step`` (0 .. 2N-3; reduce-scatter first) rank ``src`` sends elements

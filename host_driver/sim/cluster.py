@@ -163,6 +163,19 @@ class ClusterStats:
         return self.link_gbps * 1e9 / 8 / (self.clock_mhz * 1e6)
 
     raw_bytes_per_link: list = field(default_factory=list)    # the same elements as fp32/int32
+    stage_trace: list = None         # ring on an RTL backend with stage_trace: per rank, stage_trace.summarise
+
+    @property
+    def datapath_bound_cycles(self) -> int:
+        """The NIC datapath's bound at W bits a cycle (:func:`allreduce.datapath_bound_cycles`; the switch
+        algorithm reads and writes the whole tensor as packets of P)."""
+        nodes = 1 if self.algorithm == "switch" else self.nodes
+        return ar.datapath_bound_cycles(nodes, self.elements, self.width, self.packet, self.op)
+
+    @property
+    def binding_efficiency(self) -> float:
+        """max(the network's bound, the datapath's) / cycles: how close the run came to what binds it."""
+        return None if not self.cycles else max(self.bound_cycles, self.datapath_bound_cycles) / self.cycles
 
     @property
     def compression_ratio(self) -> float:
@@ -172,6 +185,8 @@ class ClusterStats:
         d = asdict(self)
         d["link_bytes_per_cycle"] = self.link_bytes_per_cycle
         d["compression_ratio"] = self.compression_ratio
+        d["datapath_bound_cycles"] = self.datapath_bound_cycles
+        d["binding_efficiency"] = self.binding_efficiency
         d["bound_us"] = self.bound_cycles / self.clock_mhz
         d["time_us"] = None if self.cycles is None else self.cycles / self.clock_mhz
         d["achieved_gbps"] = (None if not self.cycles else
@@ -188,7 +203,7 @@ class Cluster:
                  workdir=None, bench_nodes: int = None, capture: bool = False, algorithm: str = "ring",
                  faults=None, window: int = DEFAULT_WINDOW, jobs: int = 1,
                  retransmit_timeout: int = RETRANSMIT_TIMEOUT, deadline: int = DEADLINE, fabric: str = None,
-                 dead_rank: int = None):
+                 dead_rank: int = None, stage_trace: bool = False):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_CLUSTER_NODES:
@@ -250,6 +265,12 @@ class Cluster:
         self.capture = capture          # RTL backends: record every frame the NICs send (self.captured)
         self.waves_file = None          # with ``waves``: the FST trace of the last RTL run
         self.captured = None            # [(cycle, sender rank, frame bytes)] of the last RTL run
+        # RTL backends, the ring: record every NIC's dbg_stages (self.stage_trace: host_driver.sim.stage_trace)
+        if stage_trace and (backend == "model" or algorithm != "ring"):
+            raise ValueError("stage_trace records the ring's collective engine: it needs an RTL backend and "
+                             "algorithm='ring'")
+        self.trace_stages = stage_trace
+        self.stage_trace = None         # per rank, host_driver.sim.stage_trace.summarise of the last RTL run
         if not nodes <= self.bench_nodes <= MAX_CLUSTER_NODES:
             raise ValueError(f"bench_nodes must be in {nodes} .. {MAX_CLUSTER_NODES}, got {bench_nodes!r}")
         self.codec, self.dtype, self.packet = codec, dtype, packet
@@ -551,6 +572,7 @@ class Cluster:
                "lag": self.lag, "elements": L, "link_latency": self.link_latency,
                "link_rate": link_rate_fixed(self.link_gbps, self.clock_mhz), "memory": self.memory,
                "inputs": str(work / "inputs.npy"), "outputs": str(work / "out"), "capture": self.capture,
+               "stage_trace": self.trace_stages,
                "algorithm": self.algorithm, "jobs": self.job_ranks(), "window": self.window,
                "retransmit_timeout": self.retransmit_timeout, "deadline": self.deadline,
                "faults": asdict(self.faults),
@@ -570,11 +592,13 @@ class Cluster:
         elapsed = time.time() - t
         results = np.load(work / "out.results.npy")
         raw = json.loads((work / "out.stats.json").read_text())
+        self.stage_trace = raw.get("stage_trace")
         if self.capture:
             self.captured = [(c, r, bytes.fromhex(f)) for c, r, f in json.loads((work / "out.frames.json").read_text())]
         if self.algorithm == "switch":
             return results, self._switch_rtl_stats(x, raw, elapsed)
         stats = self._traffic_stats(x, op)
+        stats.stage_trace = self.stage_trace
         self._ring_link_stats(stats, raw)
         if self.dead_rank is not None:
             first = [cs[0] for cs in raw["completions"]]

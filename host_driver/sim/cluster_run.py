@@ -32,6 +32,7 @@ from host_driver.models import allreduce as ar
 from host_driver.models import in_network as inn
 from host_driver.models import protocol as proto
 from host_driver.sim.cluster import rank_ip, rank_mac
+from host_driver.sim import stage_trace
 from host_driver.sim.rtl_backend import CLOCK_NS, RtlBackend, reset_pulse
 
 ADDR_BITS = 24
@@ -208,6 +209,10 @@ async def run_job(dut, job: dict) -> dict:
     if job.get("capture"):
         capture_from = [p.stat().st_size if p.exists() else 0 for p in captures]
         dut.capture.value = 1
+    traces = [Path(f"stages{r}.txt") for r in range(n)]
+    if job.get("stage_trace"):
+        trace_from = [p.stat().st_size if p.exists() else 0 for p in traces]
+        dut.stage_trace.value = 1
 
     op = job.get("op", "allreduce")
     plan = ar.Plan(n, L, job["packet"])
@@ -289,6 +294,8 @@ async def run_job(dut, job: dict) -> dict:
         for t in tasks:
             await t
     wall = nics[0].backend.cycle() - t0
+    if job.get("stage_trace"):
+        dut.stage_trace.value = 0             # the recorders write their end line two cycles later
     # let the last acks (sent as the last frames were consumed) reach the links' counters; on the ring,
     # until every sender has its frames acknowledged (a lost last ack takes a retransmission timeout or two)
     await Timer(2000 * CLOCK_NS, unit="ns")
@@ -330,6 +337,9 @@ async def run_job(dut, job: dict) -> dict:
         frames = [(c, r, f.hex()) for r in range(n) for c, f in read_capture(captures[r], capture_from[r], W)]
         with open(job["outputs"] + ".frames.json", "w") as fh:
             json.dump(sorted(frames), fh)
+    if job.get("stage_trace"):
+        stats["stage_trace"] = [stage_trace.summarise(*stage_trace.read(traces[r], trace_from[r]))
+                                for r in range(n)]
     with open(job["outputs"] + ".stats.json", "w") as fh:
         json.dump(stats, fh)
     return stats

@@ -81,3 +81,42 @@ def test_demo_ring_dead_rank_says_timeout_then_recovers(capsys):
     assert "rank 3 timeout (waiting for a frame from rank 2" in err, err
     assert err.count(" timeout (waiting for ") == 8, err
     assert "after the link reset is bit-exact with the golden model on every rank" in err, err
+
+
+@pytest.mark.heavy(40)
+def test_demo_stage_trace_counts_every_beat(tmp_path, capsys):
+    """``--stage-trace`` records every NIC's dbg_stages (contract/stages.py): each stage's busy cycles are
+    exactly the beats it had to move, per rank and per phase kind, so a stage that were mislabelled, or a
+    state that were counted in the wrong cycles, would show here. (The 8-NIC switch bench, as above.)"""
+    from host_driver.models import allreduce as ar
+    from host_driver.models import numerics as nm
+    n, L, P, W, codec = 8, 3000, 64, 64, "bfp8"
+    out = tmp_path / "t.json"
+    rc = main(["demo", "--sim", "verilator", "--fabric", "switch", "--width", str(W), "--nodes", str(n),
+               "--elements", str(L), "--packet", str(P), "--codec", codec, "--stage-trace", "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert rc == 0, printed[-3000:]
+    assert "where rank 0's cycles went" in printed and "| read |" in printed
+    d = json.loads(out.read_text())
+    B = W // 8
+    plan, sends = ar.ring_sends(n, L, P)
+    datapath = ar.datapath_bound_cycles(n, L, W, P)
+    assert d["datapath_bound_cycles"] == datapath
+    assert d["binding_efficiency"] == pytest.approx(max(d["bound_cycles"], datapath) / d["cycles"])
+    beats = lambda count: -(-nm.codec_bytes(codec, count) // B)        # noqa: E731
+    own_beats = lambda c: sum(-(-4 * min(P, plan.chunk(c).stop - o) // B)  # noqa: E731
+                              for o in range(plan.chunk(c).start, plan.chunk(c).stop, P))
+    assert len(d["stage_trace"]) == n
+    for r, s in enumerate(d["stage_trace"]):
+        busy = {name: v["cycles"]["busy"] for name, v in s["stages"].items()}
+        assert sum(s["stages"]["read"]["cycles"].values()) == s["cycles"] >= d["nic_cycles"][r]
+        assert busy["read"] == busy["compress"] == busy["write"] == datapath, (r, busy)
+        assert busy["transmit"] == sum(beats(c) for _, src, _, c in sends if src == r)
+        assert busy["receive"] == sum(beats(c) for _, src, _, c in sends if src == (r - 1) % n)
+        # the sequencer: one item a cycle it hands out, phase p's are the packets of chunk r - p
+        assert busy["sequencer"] == sum(plan.packets((r - p) % n) for p in range(2 * n - 1))
+        read = s["stages"]["read"]["by_kind"]
+        assert read["send"]["busy"] == own_beats(r)                     # phase 0: chunk r
+        assert read["final"]["busy"] == own_beats((r + 1) % n)          # phase N-1: chunk r - (N-1)
+        assert set(s["stages"]["write"]["by_kind"]) == {"final", "forward", "last"}
+        assert len(s["stages"]["write"]["busy_share"]) == 20

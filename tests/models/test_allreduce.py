@@ -185,3 +185,17 @@ def test_host_bytes_is_what_each_rank_writes(n, length):
     rs = [plan.host_bytes(r, "reduce_scatter") for r in range(n)]
     assert sum(rs) == 4 * length
     assert rs == [4 * len(range(length)[plan.chunk((r + 1) % n)]) for r in range(n)]
+
+
+def test_datapath_bound_counts_every_packets_beats():
+    """The busiest block moves the whole tensor a beat at a time; a packet's partial last beat is a beat."""
+    assert ar.datapath_bound_cycles(4, 1 << 20, 512, 256) == 65_536
+    assert ar.datapath_bound_cycles(8, 1 << 20, 64, 256) == 524_288
+    for op in ar.OPS:
+        assert ar.datapath_bound_cycles(4, 1 << 20, 512, 256, op) == 65_536
+    # chunks of 256, 256, 256 and 232 elements: 16 + 16 + 16 + ceil(928 / 64) beats
+    assert ar.datapath_bound_cycles(4, 1000, 512, 256) == 63
+    # 3 ranks, 100 elements of P = 16: chunks of 48, 48, 4 -> 3 + 3 packets of 1 beat, then 4 elements = 1 beat
+    assert ar.datapath_bound_cycles(3, 100, 512, 16) == 7
+    with pytest.raises(ValueError, match="op must be one of"):
+        ar.datapath_bound_cycles(4, 1000, op="broadcast")
