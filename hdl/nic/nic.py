@@ -27,7 +27,6 @@ from hdl.nic.command_processor import CommandProcessor
 from hdl.packet.rx_parser import RxParser
 from hdl.packet.tx_builder import TxBuilder
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
-from hdl.stream.register_slice import AxiSlice, StreamSlice, registered_reset
 
 DMA_PORTS = ("rd_cmd", "rd_data", "wr_cmd", "wr_data", "wr_status")     # shared by command processor and engine
 HANDSHAKES = ("valid", "ready", "tvalid", "tready")
@@ -116,14 +115,8 @@ class Nic(wiring.Component):
         m.d.comb += link_reset.eq(regs.cfg.control[2])
         m.submodules.link_tx = ls = ResetInserter(link_reset)(LinkSender(W, self.credits))
         m.submodules.link_rx = lr = ResetInserter(link_reset)(LinkReceiver(W, self.credits))
-        # every port of the NIC passes a register slice: no path from an input pin to logic inside without
-        # a flip-flop (timing at the boundary; and a simulator evaluates nothing of the NIC per input change)
-        m.submodules.axil_slice = axil = AxiSlice(AxiLiteSignature((rm.SPAN - 1).bit_length()))
-        m.submodules.axi_slice = axi = AxiSlice(AxiSignature(W))
-        wiring.connect(m, wiring.flipped(self.s_axil), axil.s)
-        wiring.connect(m, axil.m, regs.s_axil)
-        wiring.connect(m, dma.m_axi, axi.s)
-        wiring.connect(m, axi.m, wiring.flipped(self.m_axi))
+        wiring.connect(m, wiring.flipped(self.s_axil), regs.s_axil)
+        wiring.connect(m, dma.m_axi, wiring.flipped(self.m_axi))
         m.d.comb += self.irq.eq(regs.irq)
 
         c, st = regs.cfg, regs.stat
@@ -220,9 +213,7 @@ class Nic(wiring.Component):
         m.d.comb += [rx.seq_enable.eq(1), rx.seq_block.eq(link_reset), rx.seq_expect.eq(lr.expect),
                      lr.seq_accepted.eq(rx.seq_accepted), lr.seq_duplicate.eq(rx.seq_duplicate),
                      lr.seq_out_of_order.eq(rx.seq_out_of_order)]
-        m.submodules.rx_slice = rx_slice = StreamSlice(W, 1)
-        wiring.connect(m, wiring.flipped(self.s_axis_rx), rx_slice.s_axis)
-        wiring.connect(m, rx_slice.m_axis, rx.s_axis)
+        wiring.connect(m, wiring.flipped(self.s_axis_rx), rx.s_axis)
         self._route_received(m, rx, eng, cl, ls, nxt)
         ep = eng.rx_payload           # what the engine took from the parser: consumed (the receiver's credit)
         m.d.comb += [lr.consumed_beats.eq(ep.tvalid & ep.tready), lr.consumed.eq(ep.tvalid & ep.tready & ep.tlast)]
@@ -234,9 +225,7 @@ class Nic(wiring.Component):
         m.d.comb += [ring.tx_meta.payload.eq(ls.m_meta.payload), ring.tx_meta.valid.eq(ls.m_meta.valid & ~link_reset),
                      ls.m_meta.ready.eq(ring.tx_meta.ready & ~link_reset)]
         self._share_transmit(m, tx, ring, cl)
-        m.submodules.tx_slice = tx_slice = StreamSlice(W)
-        wiring.connect(m, tx.m_axis, tx_slice.s_axis)
-        wiring.connect(m, tx_slice.m_axis, wiring.flipped(self.m_axis_tx))
+        wiring.connect(m, tx.m_axis, wiring.flipped(self.m_axis_tx))
 
         # -- network counters: registers (every frame on the ports, acks included) -----------------------------
         ring_net = Signal.like(eng.net)
@@ -252,12 +241,11 @@ class Nic(wiring.Component):
         m.d.comb += st.link_credit_waits.eq(credit_waits)
         tx_frames = Signal(32)
         tx_bytes, rx_bytes = Signal(32), Signal(32)
-        # (counted inside the ports' register slices: the same beats, and no logic on the input pins)
-        for port, nbytes, name in ((tx_slice.s_axis, tx_bytes, "tx"), (rx_slice.m_axis, rx_bytes, "rx")):
+        for port, nbytes, name in ((self.m_axis_tx, tx_bytes, "tx"), (self.s_axis_rx, rx_bytes, "rx")):
             n = keep_count(m, port.tkeep, f"{name}_beat_bytes")
             with m.If(port.tvalid & port.tready):
                 m.d.sync += nbytes.eq(nbytes + n)
-        with m.If(tx_slice.s_axis.tvalid & tx_slice.s_axis.tready & tx_slice.s_axis.tlast):
+        with m.If(self.m_axis_tx.tvalid & self.m_axis_tx.tready & self.m_axis_tx.tlast):
             m.d.sync += tx_frames.eq(tx_frames + 1)
         m.d.comb += [
             # a completion counts its collective's data frames (acks apart)
@@ -267,7 +255,7 @@ class Nic(wiring.Component):
         ]
         for reason in DropReason:
             m.d.comb += getattr(st, f"rx_drop_{reason.name}").eq(rx.stat_drops[reason])
-        return registered_reset(m)      # rst through a flip-flop too (hdl/stream/register_slice.py)
+        return m
 
     def _route_received(self, m, rx, eng, cl, ls, next_rank):
         """Accepted frames: ``aggregated`` ones to the switch client, the next rank's acks and nacks to the link
