@@ -1,8 +1,6 @@
 """The NIC: registers, command processor, DMA engine, codec loop, collective engine, switch client and
 packet path."""
 
-import functools
-import operator
 from types import SimpleNamespace
 
 from amaranth import Cat, Module, Mux, ResetInserter, Signal
@@ -14,8 +12,6 @@ from contract import regmap as rm
 from contract import stages as st
 from contract.enums import DATA_OPCODES, DropReason, FrameOpcode
 from hdl.codec.codec_loop import CodecLoop
-from hdl.codec.compressor import Compressor
-from hdl.codec.decompressor import Decompressor
 from hdl.engine.collective_engine import CollectiveEngine
 from hdl.engine.switch_client import SwitchClient
 from hdl.host.axi import AxiLiteSignature, AxiSignature
@@ -29,35 +25,6 @@ from hdl.packet.tx_builder import TxBuilder
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
 
 DMA_PORTS = ("rd_cmd", "rd_data", "wr_cmd", "wr_data", "wr_status")     # shared by command processor and engine
-HANDSHAKES = ("valid", "ready", "tvalid", "tready")
-
-
-def share(m, block, users):
-    """Give ``block`` (an interface, flows as the block sees them) to one of several ``users`` (interfaces of
-    the opposite flows) at a time: ``users`` is [(interface, active)], the block takes its inputs from the
-    first active one (from the last one if its ``active`` is None and no other is; else zeros), and every
-    user sees the block's outputs with the handshakes gated by its being active."""
-    others = [act for _, act in users if act is not None]
-    for path, member, value in block.signature.flatten(block):
-        values = []
-        for iface, _ in users:
-            v = iface
-            for name in path:
-                v = v[name] if isinstance(name, int) else getattr(v, name)
-            values.append(v)
-        if member.flow == In:           # a user drives it
-            default_user = users[-1][1] is None
-            expr = values[-1] if default_user else 0
-            for (_, act), v in reversed(list(zip(users, values))[:len(users) - default_user]):
-                expr = Mux(act, v, expr)
-            m.d.comb += value.eq(expr)
-        else:
-            for (_, act), v in zip(users, values):
-                if path[-1] in HANDSHAKES:
-                    act = ~functools.reduce(operator.or_, others) if act is None else act
-                    m.d.comb += v.eq(value & act)
-                else:
-                    m.d.comb += v.eq(value)
 
 
 def nic_signature(width: int) -> wiring.Signature:
@@ -154,18 +121,16 @@ class Nic(wiring.Component):
         use_sw = cmd.use_switch
         act_ring, act_sw = cmd.engine_active & ~use_sw, cmd.engine_active & use_sw
         for name in DMA_PORTS:
-            share(m, getattr(dma, name), [(getattr(eng, name), act_ring), (getattr(cl, name), act_sw),
-                                          (getattr(cmd, name), None)])
-        # -- the codecs: one compressor and two decompressors for the ring engine, the switch client and
-        # the local copy's codec loop (one of them runs at a time); reset as each job starts, so that nothing
-        # a job left behind (an aborted packet) reaches the next
-        codec_reset = cmd.engine_start | cmd.loop_start
-        comp, dec0, dec1 = Compressor(W), Decompressor(W), Decompressor(W)
-        for name, block in (("comp", comp), ("dec0", dec0), ("dec1", dec1)):
-            m.submodules[name] = ResetInserter(codec_reset)(block)
-        share(m, comp, [(eng.comp, act_ring), (cl.comp, act_sw), (loop.comp, None)])
-        share(m, dec0, [(eng.d_rx, act_ring), (cl.dec, act_sw), (loop.dec, None)])
-        share(m, dec1, [(eng.d_out, act_ring)])
+            port_d, port_c = getattr(dma, name), getattr(cmd, name)
+            port_e, port_s = getattr(eng, name), getattr(cl, name)
+            for f, member in port_d.signature.members.items():
+                d, cs, es, ss = (getattr(p, f) for p in (port_d, port_c, port_e, port_s))
+                if member.flow == In:           # the user drives it
+                    m.d.comb += d.eq(Mux(act_sw, ss, Mux(act_ring, es, cs)))
+                elif f in ("valid", "ready", "tvalid", "tready"):
+                    m.d.comb += [es.eq(d & act_ring), ss.eq(d & act_sw), cs.eq(d & ~cmd.engine_active)]
+                else:
+                    m.d.comb += [es.eq(d), cs.eq(d), ss.eq(d)]
         m.d.comb += dma.wr_poison.eq(cmd.wr_poison & ~cmd.engine_active)
         wiring.connect(m, cmd.loop_in, loop.s_axis)
         wiring.connect(m, loop.m_axis, cmd.loop_out)
