@@ -39,7 +39,9 @@ RUNS = [  # (top, cocotb module, test filter)
 
 def allreduce_bench(results, args):
     """All-reduce of L fp32 per rank through the RTL cluster (W = 512, 80 Gb/s links, 1 µs per hop): cycles
-    against the ring bound, checked bit for bit against the golden model; simulation speed. Verilator runs
+    against the ring bound and the datapath bound (``binding_efficiency``: the larger of the two / cycles),
+    each stage's busy share on rank 0 (the stage trace), checked bit for bit against the golden model;
+    simulation speed. Verilator runs
     every (N, codec); Icarus one small case for its speed."""
     import numpy as np
 
@@ -58,11 +60,15 @@ def allreduce_bench(results, args):
         print(f"bench: {op} {sim} N={n} {codec} L={L:,} ...", flush=True)
         rng = np.random.default_rng(n)
         x = [rng.standard_normal(L).astype(np.float32) for _ in range(n)]
-        got, st = Cluster(n, sim, args.width, codec).collective(op, x)
+        got, st = Cluster(n, sim, args.width, codec, stage_trace=True).collective(op, x)
         want = MODEL_OPS[op](x, codec, "fp32", 256)
+        trace = st.stage_trace[0]        # rank 0: each stage's share of the run busy (docs/collective_engine.md)
         key = f"n{n}_{codec}_L{L}_w{args.width}" if op == "allreduce" else f"{op}_n{n}_{codec}_L{L}_w{args.width}"
         res.setdefault(sim, {})[key] = {
             "cycles": st.cycles, "bound_cycles": round(st.bound_cycles), "efficiency": round(st.efficiency, 4),
+            "datapath_bound_cycles": st.datapath_bound_cycles,
+            "binding_efficiency": round(st.binding_efficiency, 4),
+            "rank0_busy": {k: round(v["cycles"]["busy"] / trace["cycles"], 3) for k, v in trace["stages"].items()},
             "bit_exact": bool(np.array_equal(got.view(np.uint32), want.view(np.uint32))),
             "traffic_matches_model": st.traffic_matches_model, "frames_per_link": st.frames_per_link[0],
             "compression_ratio": round(st.compression_ratio, 3), "sim_seconds": round(st.sim_seconds, 1),
@@ -111,6 +117,9 @@ def switch_bench(results, args):
         got, st = cluster.allreduce(x)
         entry = {
             "cycles": st.cycles, "bound_cycles": round(st.bound_cycles), "efficiency": round(st.efficiency, 4),
+            "datapath_bound_cycles": st.datapath_bound_cycles,
+            "binding_efficiency": round(st.binding_efficiency, 4),
+            "rank0_busy": {k: round(v["cycles"]["busy"] / trace["cycles"], 3) for k, v in trace["stages"].items()},
             "bit_exact": bool(np.array_equal(got.view(np.uint32), inn.allreduce(x, codec).view(np.uint32))),
             "loss_per_link": loss, "retransmissions": sum(st.retransmitted_per_rank),
             "frames_lost": sum(c["dropped"] for c in st.fault_counters["up"] + st.fault_counters["down"]),
@@ -148,6 +157,9 @@ def ring_loss_bench(results, args):
         base = base or st.efficiency
         res[f"n{n}_none_L{L}_w{args.width}_loss{loss:g}"] = {
             "cycles": st.cycles, "bound_cycles": round(st.bound_cycles), "efficiency": round(st.efficiency, 4),
+            "datapath_bound_cycles": st.datapath_bound_cycles,
+            "binding_efficiency": round(st.binding_efficiency, 4),
+            "rank0_busy": {k: round(v["cycles"]["busy"] / trace["cycles"], 3) for k, v in trace["stages"].items()},
             "relative_to_lossless": round(st.efficiency / base, 4), "loss_per_link": loss,
             "bit_exact": bool(np.array_equal(got.view(np.uint32), want.view(np.uint32))),
             "data_frames_per_link": st.data_frames_per_link[0],
