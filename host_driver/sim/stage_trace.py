@@ -42,7 +42,8 @@ def summarise(cycles, values, end, bins: int = 20) -> dict:
     stage held), ``busy_share`` over ``bins`` equal slices of the trace (busy cycles / slice length)."""
     start = int(cycles[0])
     total = end - start
-    dur = np.diff(np.append(cycles, end))
+    ends = np.append(cycles[1:], end)       # where each value stops holding
+    dur = ends - cycles
     vals = np.array(values, np.int64)       # contract.stages.WIDTH bits < 63
     edges = np.linspace(start, end, bins + 1)
     out = {"cycles": total, "stages": {}}
@@ -58,7 +59,7 @@ def summarise(cycles, values, end, bins: int = 20) -> dict:
             k.pop("idle", None)         # an idle stage holds no item: its kind field is 0, not a phase
         # busy cycles per slice: the overlap of each busy run with each slice
         busy = state == StageState.busy
-        b_start, b_end = cycles[busy], np.append(cycles, end)[1:][busy]
+        b_start, b_end = cycles[busy], ends[busy]
         share = []
         for lo, hi in zip(edges[:-1], edges[1:]):
             overlap = np.clip(np.minimum(b_end, hi) - np.maximum(b_start, lo), 0, None).sum()
