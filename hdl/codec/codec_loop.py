@@ -5,8 +5,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from contract.enums import Codec
-from hdl.codec.compressor import Compressor
-from hdl.codec.decompressor import Decompressor
+from hdl.codec.compressor import compressor_signature
+from hdl.codec.decompressor import decompressor_signature
 from hdl.stream.axis import AxiStreamSignature, check_width
 
 
@@ -21,6 +21,8 @@ class CodecLoop(wiring.Component):
       end). Packets are cut every ``cfg_packet_elems`` elements (a multiple of 16, so packets start on
       beat and BFP-block boundaries and the result equals ``roundtrip`` of the whole transfer).
     * ``m_axis``: the same number of elements, round-tripped; ``tlast`` at every packet end.
+    * ``comp``, ``dec``: the compressor and decompressor it uses (the NIC's, shared with the collective
+      engines: ``hdl/nic/nic.py``).
     * Throughput: one beat per cycle while the codec keeps up (see Compressor/Decompressor).
     """
 
@@ -33,6 +35,8 @@ class CodecLoop(wiring.Component):
             "cfg_packet_elems": In(11),
             "cfg_count": In(32),
             "start": In(1),
+            # the codecs it uses, shared with the NIC's other users (hdl/nic/nic.py)
+            "comp": In(compressor_signature(width)), "dec": In(decompressor_signature(width)),
         })
 
     def elaborate(self, platform):
@@ -40,8 +44,7 @@ class CodecLoop(wiring.Component):
         W = self.width
         shift = (W // 8).bit_length() - 1
         s = self.s_axis
-        m.submodules.compressor = comp = Compressor(W)
-        m.submodules.decompressor = decomp = Decompressor(W)
+        comp, decomp = self.comp, self.dec
         m.d.comb += [comp.cfg_codec.eq(self.cfg_codec), decomp.cfg_codec.eq(self.cfg_codec)]
 
         # cut packets: P elements = 4P/(W/8) beats
@@ -68,5 +71,5 @@ class CodecLoop(wiring.Component):
             m.d.sync += left.eq(left - self.cfg_packet_elems)
         with m.If(self.start):
             m.d.sync += [left.eq(self.cfg_count), beat.eq(0)]
-        wiring.connect(m, decomp.m_axis, wiring.flipped(self.m_axis))
+        wiring.connect(m, wiring.flipped(decomp.m_axis), wiring.flipped(self.m_axis))
         return m

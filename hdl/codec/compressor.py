@@ -12,6 +12,16 @@ from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
 from hdl.stream.byte_packer import BytePacker, ChunkRegister
 
 
+def compressor_signature(width: int) -> wiring.Signature:
+    """The :class:`Compressor`'s ports; a block that uses a compressor it does not own (the NIC shares one
+    between its engines, hdl/nic/nic.py) has ``In(compressor_signature(W))``."""
+    return wiring.Signature({
+        "s_axis": In(AxiStreamSignature(width)),
+        "m_axis": Out(AxiStreamSignature(width)),
+        "cfg_codec": In(Codec),
+    })
+
+
 class Compressor(wiring.Component):
     """``m_axis`` = ``host_driver.models.numerics.compress(packet, codec)`` for every packet on ``s_axis``.
 
@@ -31,11 +41,7 @@ class Compressor(wiring.Component):
 
     def __init__(self, width: int = 512):
         self.width = check_width(width, self)
-        super().__init__({
-            "s_axis": In(AxiStreamSignature(width)),
-            "m_axis": Out(AxiStreamSignature(width)),
-            "cfg_codec": In(Codec),
-        })
+        super().__init__(compressor_signature(width))
 
     def elaborate(self, platform):
         m = Module()

@@ -14,6 +14,15 @@ from hdl.stream.byte_packer import ByteUnpacker
 COUNT_BITS = 16
 
 
+def decompressor_signature(width: int) -> wiring.Signature:
+    """The :class:`Decompressor`'s ports (see :func:`~hdl.codec.compressor.compressor_signature`)."""
+    return wiring.Signature({
+        "s_axis": In(AxiStreamSignature(width, COUNT_BITS)),
+        "m_axis": Out(AxiStreamSignature(width)),
+        "cfg_codec": In(Codec),
+    })
+
+
 class Decompressor(wiring.Component):
     """``m_axis`` = ``host_driver.models.numerics.decompress(packet, codec, n)`` for every packet on ``s_axis``.
 
@@ -32,11 +41,7 @@ class Decompressor(wiring.Component):
 
     def __init__(self, width: int = 512):
         self.width = check_width(width, self)
-        super().__init__({
-            "s_axis": In(AxiStreamSignature(width, COUNT_BITS)),
-            "m_axis": Out(AxiStreamSignature(width)),
-            "cfg_codec": In(Codec),
-        })
+        super().__init__(decompressor_signature(width))
 
     def elaborate(self, platform):
         m = Module()

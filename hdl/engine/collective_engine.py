@@ -14,8 +14,8 @@ from contract.enums import PhaseKind, StageState
 from contract.link import Stall
 from contract.protocol import FRAME_HEADER_BYTES, VERSION
 from hdl.arith.reduction_unit import ReductionUnit
-from hdl.codec.compressor import Compressor
-from hdl.codec.decompressor import Decompressor
+from hdl.codec.compressor import compressor_signature
+from hdl.codec.decompressor import decompressor_signature
 from hdl.codec.wire_size import payload_bytes
 from hdl.engine.ring_sequencer import Item, PlanLayout, RingSequencer
 from hdl.engine.rx_item_check import FIELDS, RxItemCheck
@@ -177,6 +177,9 @@ class CollectiveEngine(wiring.Component):
             "status": Out(EngineStatus),
             "flush": In(1),
             "probe": Out(StageProbe),
+            # the codecs it uses, shared with the NIC's other users (hdl/nic/nic.py)
+            "comp": In(compressor_signature(W)), "d_rx": In(decompressor_signature(W)),
+            "d_out": In(decompressor_signature(W)),
             **engine_members(W),
         })
 
@@ -202,12 +205,12 @@ class CollectiveEngine(wiring.Component):
         """The sequencer, codecs, reduction unit, forks, header generator and checker, and their settings."""
         W, cfg = self.width, self.cfg
         p = SimpleNamespace(
-            seq=RingSequencer(), comp=Compressor(W), d_rx=Decompressor(W), d_out=Decompressor(W),
-            ru=ReductionUnit(W), fork1=StreamFork(W), fork2=StreamFork(W), rx_check=RxItemCheck(),
-            tx_hdr=TxHeaderGen(),
+            seq=RingSequencer(), ru=ReductionUnit(W), fork1=StreamFork(W), fork2=StreamFork(W),
+            rx_check=RxItemCheck(), tx_hdr=TxHeaderGen(),
         )
         for name, block in vars(p).items():
             m.submodules[name] = block
+        p.comp, p.d_rx, p.d_out = self.comp, self.d_rx, self.d_out
         p.aborting = Signal()
         h = cfg.header
         p.codec = h.codec
@@ -349,7 +352,7 @@ class CollectiveEngine(wiring.Component):
             rq.done.eq((t1 | t2) & rx.tlast),
             fork2.enable_a.eq(rq.kind_is(FORWARD)), fork2.enable_b.eq(1),
         ]
-        wiring.connect(m, d_rx.m_axis, p.ru.s_axis_a)
+        wiring.connect(m, wiring.flipped(d_rx.m_axis), p.ru.s_axis_a)
         p.probe["receive"] = (rq.have, rq.item.kind, rx.tvalid, rx.tready)
         rx_frames, rx_bytes = Signal(32), Signal(64)         # received here since reset
         rx_plen = payload_bytes(m, p.codec, rq.item.count, "rx_plen")
@@ -438,7 +441,7 @@ class CollectiveEngine(wiring.Component):
             m.d.sync += cmd_sent.eq(0)
         with m.Elif(self.wr_cmd.valid & self.wr_cmd.ready):
             m.d.sync += cmd_sent.eq(1)
-        wiring.connect(m, p.d_out.m_axis, wiring.flipped(self.wr_data))
+        wiring.connect(m, wiring.flipped(p.d_out.m_axis), wiring.flipped(self.wr_data))
         wd = self.wr_data
         p.probe["host_out"] = (hq.have, hq.item.kind, d.tvalid, d.tready)
         p.probe["write"] = (hq.have | wd.tvalid, hq.item.kind, wd.tvalid, wd.tready)

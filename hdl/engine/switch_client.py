@@ -10,8 +10,8 @@ from contract.enums import DATA_OPCODES, Codec, Dtype, FrameFlag, FrameOpcode
 from contract.in_network import MAX_JOB_WORKERS, MAX_NIC_WINDOW, SWITCH_RANK
 from contract.limits import MAX_COUNT
 from contract.protocol import FRAME_HEADER_BYTES, MAX_P, VERSION
-from hdl.codec.compressor import Compressor
-from hdl.codec.decompressor import Decompressor
+from hdl.codec.compressor import compressor_signature
+from hdl.codec.decompressor import decompressor_signature
 from hdl.codec.wire_size import payload_bytes
 from hdl.engine.collective_engine import EngineStatus, engine_members
 from hdl.stream.axis import check_width
@@ -69,6 +69,8 @@ class SwitchClient(wiring.Component):
             "psn_set": In(1),
             "psn_value": In(32),
             **engine_members(W),
+            # the codecs it uses, shared with the NIC's other users (hdl/nic/nic.py)
+            "comp": In(compressor_signature(W)), "dec": In(decompressor_signature(W)),
             "dup_results": Out(32),
             "timeouts": Out(32),
         })
@@ -145,7 +147,7 @@ class SwitchClient(wiring.Component):
                   & (((h.flags & FrameFlag.shadow) != 0) == set_of(rj))
                   & (h.offset == r_off) & (h.count == count_of(r_off))
                   & (h.codec == cfg.codec) & (h.dtype == cfg.dtype))
-        m.submodules.d_rx = dec = Decompressor(W)
+        dec = self.dec
         m.d.comb += dec.cfg_codec.eq(cfg.codec)
         take_result = Signal()
         r_first = Signal(init=1)
@@ -244,13 +246,13 @@ class SwitchClient(wiring.Component):
                              self.rd_cmd.payload.length.eq(Cat(C(0, 2), count_of(h_off)))]
                 with m.If(self.rd_cmd.ready):
                     m.d.comb += [send_q.r_en.eq(1), hdr_q.w_en.eq(1), hdr_q.w_data.eq(head)]
-        m.submodules.comp = comp = Compressor(W)
+        comp = self.comp
         rd = self.rd_data
         m.d.comb += [comp.cfg_codec.eq(cfg.codec), comp.s_axis.tdata.eq(rd.tdata), comp.s_axis.tkeep.eq(rd.tkeep),
                      comp.s_axis.tlast.eq(rd.tlast), comp.s_axis.tvalid.eq(rd.tvalid), rd.tready.eq(comp.s_axis.tready)]
         with m.If(rd.tvalid & rd.tready & (rd.tuser > self.status.read_resp)):
             m.d.sync += self.status.read_resp.eq(rd.tuser)
-        wiring.connect(m, comp.m_axis, wiring.flipped(self.tx_payload))
+        wiring.connect(m, wiring.flipped(comp.m_axis), wiring.flipped(self.tx_payload))
 
         out = data.View(_Send, hdr_q.r_data)
         t_off = offset_of(out.j)

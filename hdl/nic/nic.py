@@ -1,6 +1,8 @@
 """The NIC: registers, command processor, DMA engine, codec loop, collective engine, switch client and
 packet path."""
 
+import functools
+import operator
 from types import SimpleNamespace
 
 from amaranth import Cat, Module, Mux, ResetInserter, Signal
@@ -12,6 +14,8 @@ from contract import regmap as rm
 from contract import stages as st
 from contract.enums import DATA_OPCODES, DropReason, FrameOpcode
 from hdl.codec.codec_loop import CodecLoop
+from hdl.codec.compressor import Compressor
+from hdl.codec.decompressor import Decompressor
 from hdl.engine.collective_engine import CollectiveEngine
 from hdl.engine.switch_client import SwitchClient
 from hdl.host.axi import AxiLiteSignature, AxiSignature
@@ -23,8 +27,38 @@ from hdl.nic.command_processor import CommandProcessor
 from hdl.packet.rx_parser import RxParser
 from hdl.packet.tx_builder import TxBuilder
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
+from hdl.stream.register_slice import AxiSlice, StreamSlice, registered_reset
 
 DMA_PORTS = ("rd_cmd", "rd_data", "wr_cmd", "wr_data", "wr_status")     # shared by command processor and engine
+HANDSHAKES = ("valid", "ready", "tvalid", "tready")
+
+
+def share(m, block, users):
+    """Give ``block`` (an interface, flows as the block sees them) to one of several ``users`` (interfaces of
+    the opposite flows) at a time: ``users`` is [(interface, active)], the block takes its inputs from the
+    first active one (from the last one if its ``active`` is None and no other is; else zeros), and every
+    user sees the block's outputs with the handshakes gated by its being active."""
+    others = [act for _, act in users if act is not None]
+    for path, member, value in block.signature.flatten(block):
+        values = []
+        for iface, _ in users:
+            v = iface
+            for name in path:
+                v = v[name] if isinstance(name, int) else getattr(v, name)
+            values.append(v)
+        if member.flow == In:           # a user drives it
+            default_user = users[-1][1] is None
+            expr = values[-1] if default_user else 0
+            for (_, act), v in reversed(list(zip(users, values))[:len(users) - default_user]):
+                expr = Mux(act, v, expr)
+            m.d.comb += value.eq(expr)
+        else:
+            for (_, act), v in zip(users, values):
+                if path[-1] in HANDSHAKES:
+                    act = ~functools.reduce(operator.or_, others) if act is None else act
+                    m.d.comb += v.eq(value & act)
+                else:
+                    m.d.comb += v.eq(value)
 
 
 def nic_signature(width: int) -> wiring.Signature:
@@ -82,8 +116,14 @@ class Nic(wiring.Component):
         m.d.comb += link_reset.eq(regs.cfg.control[2])
         m.submodules.link_tx = ls = ResetInserter(link_reset)(LinkSender(W, self.credits))
         m.submodules.link_rx = lr = ResetInserter(link_reset)(LinkReceiver(W, self.credits))
-        wiring.connect(m, wiring.flipped(self.s_axil), regs.s_axil)
-        wiring.connect(m, dma.m_axi, wiring.flipped(self.m_axi))
+        # every port of the NIC passes a register slice: no path from an input pin to logic inside without
+        # a flip-flop (timing at the boundary; and a simulator evaluates nothing of the NIC per input change)
+        m.submodules.axil_slice = axil = AxiSlice(AxiLiteSignature((rm.SPAN - 1).bit_length()))
+        m.submodules.axi_slice = axi = AxiSlice(AxiSignature(W))
+        wiring.connect(m, wiring.flipped(self.s_axil), axil.s)
+        wiring.connect(m, axil.m, regs.s_axil)
+        wiring.connect(m, dma.m_axi, axi.s)
+        wiring.connect(m, axi.m, wiring.flipped(self.m_axi))
         m.d.comb += self.irq.eq(regs.irq)
 
         c, st = regs.cfg, regs.stat
@@ -121,16 +161,18 @@ class Nic(wiring.Component):
         use_sw = cmd.use_switch
         act_ring, act_sw = cmd.engine_active & ~use_sw, cmd.engine_active & use_sw
         for name in DMA_PORTS:
-            port_d, port_c = getattr(dma, name), getattr(cmd, name)
-            port_e, port_s = getattr(eng, name), getattr(cl, name)
-            for f, member in port_d.signature.members.items():
-                d, cs, es, ss = (getattr(p, f) for p in (port_d, port_c, port_e, port_s))
-                if member.flow == In:           # the user drives it
-                    m.d.comb += d.eq(Mux(act_sw, ss, Mux(act_ring, es, cs)))
-                elif f in ("valid", "ready", "tvalid", "tready"):
-                    m.d.comb += [es.eq(d & act_ring), ss.eq(d & act_sw), cs.eq(d & ~cmd.engine_active)]
-                else:
-                    m.d.comb += [es.eq(d), cs.eq(d), ss.eq(d)]
+            share(m, getattr(dma, name), [(getattr(eng, name), act_ring), (getattr(cl, name), act_sw),
+                                          (getattr(cmd, name), None)])
+        # -- the codecs: one compressor and two decompressors for the ring engine, the switch client and
+        # the local copy's codec loop (one of them runs at a time); reset as each job starts, so that nothing
+        # a job left behind (an aborted packet) reaches the next
+        codec_reset = cmd.engine_start | cmd.loop_start
+        comp, dec0, dec1 = Compressor(W), Decompressor(W), Decompressor(W)
+        for name, block in (("comp", comp), ("dec0", dec0), ("dec1", dec1)):
+            m.submodules[name] = ResetInserter(codec_reset)(block)
+        share(m, comp, [(eng.comp, act_ring), (cl.comp, act_sw), (loop.comp, None)])
+        share(m, dec0, [(eng.d_rx, act_ring), (cl.dec, act_sw), (loop.dec, None)])
+        share(m, dec1, [(eng.d_out, act_ring)])
         m.d.comb += dma.wr_poison.eq(cmd.wr_poison & ~cmd.engine_active)
         wiring.connect(m, cmd.loop_in, loop.s_axis)
         wiring.connect(m, loop.m_axis, cmd.loop_out)
@@ -178,7 +220,9 @@ class Nic(wiring.Component):
         m.d.comb += [rx.seq_enable.eq(1), rx.seq_block.eq(link_reset), rx.seq_expect.eq(lr.expect),
                      lr.seq_accepted.eq(rx.seq_accepted), lr.seq_duplicate.eq(rx.seq_duplicate),
                      lr.seq_out_of_order.eq(rx.seq_out_of_order)]
-        wiring.connect(m, wiring.flipped(self.s_axis_rx), rx.s_axis)
+        m.submodules.rx_slice = rx_slice = StreamSlice(W, 1)
+        wiring.connect(m, wiring.flipped(self.s_axis_rx), rx_slice.s_axis)
+        wiring.connect(m, rx_slice.m_axis, rx.s_axis)
         self._route_received(m, rx, eng, cl, ls, nxt)
         ep = eng.rx_payload           # what the engine took from the parser: consumed (the receiver's credit)
         m.d.comb += [lr.consumed_beats.eq(ep.tvalid & ep.tready), lr.consumed.eq(ep.tvalid & ep.tready & ep.tlast)]
@@ -190,7 +234,9 @@ class Nic(wiring.Component):
         m.d.comb += [ring.tx_meta.payload.eq(ls.m_meta.payload), ring.tx_meta.valid.eq(ls.m_meta.valid & ~link_reset),
                      ls.m_meta.ready.eq(ring.tx_meta.ready & ~link_reset)]
         self._share_transmit(m, tx, ring, cl)
-        wiring.connect(m, tx.m_axis, wiring.flipped(self.m_axis_tx))
+        m.submodules.tx_slice = tx_slice = StreamSlice(W)
+        wiring.connect(m, tx.m_axis, tx_slice.s_axis)
+        wiring.connect(m, tx_slice.m_axis, wiring.flipped(self.m_axis_tx))
 
         # -- network counters: registers (every frame on the ports, acks included) -----------------------------
         ring_net = Signal.like(eng.net)
@@ -206,11 +252,12 @@ class Nic(wiring.Component):
         m.d.comb += st.link_credit_waits.eq(credit_waits)
         tx_frames = Signal(32)
         tx_bytes, rx_bytes = Signal(32), Signal(32)
-        for port, nbytes, name in ((self.m_axis_tx, tx_bytes, "tx"), (self.s_axis_rx, rx_bytes, "rx")):
+        # (counted inside the ports' register slices: the same beats, and no logic on the input pins)
+        for port, nbytes, name in ((tx_slice.s_axis, tx_bytes, "tx"), (rx_slice.m_axis, rx_bytes, "rx")):
             n = keep_count(m, port.tkeep, f"{name}_beat_bytes")
             with m.If(port.tvalid & port.tready):
                 m.d.sync += nbytes.eq(nbytes + n)
-        with m.If(self.m_axis_tx.tvalid & self.m_axis_tx.tready & self.m_axis_tx.tlast):
+        with m.If(tx_slice.s_axis.tvalid & tx_slice.s_axis.tready & tx_slice.s_axis.tlast):
             m.d.sync += tx_frames.eq(tx_frames + 1)
         m.d.comb += [
             # a completion counts its collective's data frames (acks apart)
@@ -220,7 +267,7 @@ class Nic(wiring.Component):
         ]
         for reason in DropReason:
             m.d.comb += getattr(st, f"rx_drop_{reason.name}").eq(rx.stat_drops[reason])
-        return m
+        return registered_reset(m)      # rst through a flip-flop too (hdl/stream/register_slice.py)
 
     def _route_received(self, m, rx, eng, cl, ls, next_rank):
         """Accepted frames: ``aggregated`` ones to the switch client, the next rank's acks and nacks to the link

@@ -1,19 +1,19 @@
 """Simulation top: N NICs, each with its host memory, through link models and an Ethernet switch (the ring),
 or an aggregation switch with fault injection on every link (in-network aggregation)."""
 
-from amaranth import ClockDomain, ClockSignal, DomainRenamer, Instance, Module, ResetSignal, Signal
+from amaranth import ClockSignal, Instance, Module, ResetSignal, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from contract import regmap as rm
 from contract.limits import MAX_CLUSTER_NODES
 from hdl.host.axi import AxiLiteSignature
-from hdl.host.axil_slice import AxiLiteSlice
 from hdl.nic.nic import nic_signature
 from hdl.sim.host_bench import SIM_DIR, add_host_memory, memory_members
 from hdl.sim.fault_injector import FaultInjector
 from hdl.sim.link_model import LinkModel
 from hdl.stream.axis import check_width
+from hdl.stream.register_slice import AxiSlice, registered_reset
 from hdl.switch.aggregation_switch import AggregationSwitch, stats_layout
 from hdl.switch.eth_switch import EthernetSwitch
 from hdl.switch.job_table import POOL_BITS, JobEntry
@@ -39,7 +39,7 @@ class ClusterBench(wiring.Component):
     module name (``nic_module``, e.g. ``ainic_nic_w512``) from its exported Verilog; the fabric is Amaranth.
 
     Every top-level input, the reset included, goes through a flip-flop (the AXI4-Lite ports through an
-    :class:`AxiLiteSlice`) before it reaches a NIC, a memory, a link or the switch. Verilator evaluates
+    :class:`~hdl.stream.register_slice.AxiSlice`) before it reaches a NIC, a memory, a link or the switch. Verilator evaluates
     the logic that depends combinationally on the top's inputs twice per clock cycle; with registered
     inputs that is almost none of it (4x faster at N = 4, W = 512).
 
@@ -124,7 +124,7 @@ class ClusterBench(wiring.Component):
             nic_reset = registered(getattr(self, f"n{i}_reset"))
             m.submodules[f"nic{i}"] = Instance(self.nic_module, i_clk=ClockSignal(), i_rst=ResetSignal() | nic_reset,
                                                **ports)
-            m.submodules[f"axil{i}"] = axil = AxiLiteSlice((rm.SPAN - 1).bit_length())
+            m.submodules[f"axil{i}"] = axil = AxiSlice(AxiLiteSignature((rm.SPAN - 1).bit_length()))
             wiring.connect(m, wiring.flipped(getattr(self, f"n{i}_s_axil")), axil.s)
             wiring.connect(m, axil.m, nic.s_axil)
             m.d.comb += getattr(self, f"n{i}_irq").eq(nic.irq)
@@ -187,12 +187,6 @@ class ClusterBench(wiring.Component):
             with m.If(d.tvalid & ~rx.tready):
                 m.d.sync += stalls.eq(stalls + 1)
         # the reset is a top-level input too: every flip-flop's next-state logic reads it, so all of it
-        # would be input-combinational. The bench runs in domain "core", whose reset is `rst` registered.
-        top = Module()
-        top.domains.core = core = ClockDomain("core", local=True)
-        rst = Signal(reset_less=True)      # (a register with a reset would be held at 0 by it)
-        top.d.sync += rst.eq(ResetSignal("sync"))
-        top.d.comb += [core.clk.eq(ClockSignal("sync")), core.rst.eq(rst)]
-        top.submodules.bench = DomainRenamer("core")(m)
-        return top
+        # would be input-combinational
+        return registered_reset(m)
 

@@ -103,3 +103,25 @@ async def collect_marked(ctx, port, out, rng=None, backpressure=0.0):
             if last:
                 out.append((buf, bool(err)))
                 buf, err = b"", 0
+
+
+def pass_frames(dut, frames, idle=0.0, backpressure=0.0, cycles=4000, s="s_axis", m="m_axis"):
+    """Frames through a stream block (``dut.<s>`` → ``dut.<m>``) with random idle cycles at its input and
+    random backpressure at its output; returns the frames that came out within ``cycles``."""
+    got = []
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def feed(ctx):
+        await drive(ctx, getattr(dut, s), frames, np.random.default_rng(1), idle)
+
+    async def sink(ctx):
+        await collect(ctx, getattr(dut, m), got, np.random.default_rng(2), backpressure)
+
+    async def wait(ctx):
+        await ctx.tick().repeat(cycles)
+    sim.add_testbench(feed)
+    sim.add_process(sink)
+    sim.add_testbench(wait)
+    sim.run()
+    return got

@@ -1,34 +1,18 @@
 """The stream FIFO: every beat (data, keep, last, user) comes out in order under random idle and
 backpressure; it holds exactly ``depth`` beats; one beat per cycle when nothing waits."""
 
-import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
 from hdl.stream.stream_fifo import StreamFifo
-from tests.hdl.streams import W, collect, drive, mac, random_frame
+from tests.hdl.streams import W, mac, pass_frames, random_frame
 
 
 @pytest.mark.parametrize("idle, backpressure", [(0.0, 0.0), (0.3, 0.5)])
 def test_every_frame_comes_out_in_order(rng, idle, backpressure):
     dut = StreamFifo(W, 8)
     frames = [random_frame(rng, mac(0), k) for k in range(30)]
-    got = []
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-
-    async def feed(ctx):
-        await drive(ctx, dut.s_axis, frames, np.random.default_rng(1), idle)
-
-    async def sink(ctx):
-        await collect(ctx, dut.m_axis, got, np.random.default_rng(2), backpressure)
-
-    async def wait(ctx):
-        await ctx.tick().repeat(4000)
-    sim.add_testbench(feed)
-    sim.add_process(sink)
-    sim.add_testbench(wait)
-    sim.run()
+    got = pass_frames(dut, frames, idle, backpressure)
     assert got == frames
 
 
