@@ -344,11 +344,18 @@ class CollectiveEngine(wiring.Component):
             m.d.sync += zeros_left.eq(Mux(zeros_left > B, zeros_left - B, 0))
         with m.If(checked_take):                # (after the line above: a new item's size wins)
             m.d.sync += [synthetic.eq(checked.payload.synthetic), zeros_left.eq(plen)]
+        # received operands wait for the decompressor in a FIFO: it takes a compressed beat only every few
+        # cycles (bfp8: one in four), and a reduce packet fed to it straight held the receive router until
+        # it was decoded, so the forwarded packets behind it waited too and, at N = 8, the router's time
+        # (decode time + forwarded beats) exceeded the datapath bound
         d_rx, fork2 = p.d_rx, p.fork2
-        t1 = _pass(m, rx, d_rx.s_axis, rq.kind_is(*SUMS), user=rq.item.count)
+        m.submodules.fifo_rx = rx_fifo = StreamFifo(self.width, self.fork_fifo_beats, len(d_rx.s_axis.tuser))
+        wiring.connect(m, rx_fifo.m_axis, wiring.flipped(d_rx.s_axis))
+        to_d_rx = rx_fifo.s_axis
+        t1 = _pass(m, rx, to_d_rx, rq.kind_is(*SUMS), user=rq.item.count)
         t2 = _pass(m, rx, fork2.s_axis, rq.kind_is(FORWARD, LAST))
         m.d.comb += [
-            rx.tready.eq(Mux(rq.kind_is(*SUMS), d_rx.s_axis.tready, fork2.s_axis.tready) & rq.have),
+            rx.tready.eq(Mux(rq.kind_is(*SUMS), to_d_rx.tready, fork2.s_axis.tready) & rq.have),
             rq.done.eq((t1 | t2) & rx.tlast),
             fork2.enable_a.eq(rq.kind_is(FORWARD)), fork2.enable_b.eq(1),
         ]
