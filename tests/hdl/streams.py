@@ -67,11 +67,16 @@ def simulate(dut, cycle, limit=200_000):
                 return
             await ctx.tick()
 
+    run_testbench(dut, bench)
+    assert done, f"not done after {limit} cycles (hung?)"
+
+
+def run_testbench(dut, bench):
+    """Simulate ``dut`` (10 ns clock) until the async testbench ``bench(ctx)`` returns."""
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    assert done, f"not done after {limit} cycles (hung?)"
 
 
 async def drive_marked(ctx, port, frames, marked=(), rng=None, idle=0.0):

@@ -5,11 +5,10 @@ import numpy as np
 import pytest
 from amaranth import ClockDomain, Module
 from amaranth.lib.wiring import In
-from amaranth.sim import Simulator
 
 from hdl.host.axi import AxiLiteSignature, AxiSignature
 from hdl.stream.register_slice import AxiSlice, StreamSlice
-from tests.hdl.streams import W, mac, pass_frames, random_frame
+from tests.hdl.streams import W, mac, pass_frames, random_frame, run_testbench
 
 
 @pytest.mark.parametrize("idle, backpressure", [(0.0, 0.0), (0.3, 0.5), (0.0, 0.7)])
@@ -32,10 +31,7 @@ def test_one_beat_a_cycle_and_one_cycle_of_latency():
             _, _, ready, valid, data = await ctx.tick().sample(dut.s_axis.tready, dut.m_axis.tvalid, dut.m_axis.tdata)
             assert ready, "the slice refused a beat while its output flowed"
             seen.append(data if valid else None)
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    run_testbench(dut, bench)
     assert seen[0] is None and seen[1:] == list(range(1, 40))
 
 
@@ -57,10 +53,7 @@ def test_axi_slice_outputs_move_only_on_the_clock(sig):
             await ctx.delay(1e-9)
             assert [ctx.get(o) for o in outputs] == before, "an output followed an input without the clock"
             await ctx.tick()
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    run_testbench(dut, bench)
 
 
 def test_axi_slice_carries_a_burst_each_way():
@@ -70,6 +63,13 @@ def test_axi_slice_carries_a_burst_each_way():
 
     async def bench(ctx):
         s, m = dut.s, dut.m
+
+        async def sample():
+            _, _, wv, wd, rv, rd = await ctx.tick().sample(m.wvalid, m.wdata, s.rvalid, s.rdata)
+            if wv:
+                got_w.append(wd)
+            if rv:
+                got_r.append(rd)
         ctx.set(m.wready, 1)
         ctx.set(s.rready, 1)
         for k in range(20):
@@ -78,23 +78,12 @@ def test_axi_slice_carries_a_burst_each_way():
             ctx.set(s.wlast, k == 19)
             ctx.set(m.rvalid, 1)
             ctx.set(m.rdata, 200 + k)
-            _, _, wv, wd, rv, rd = await ctx.tick().sample(m.wvalid, m.wdata, s.rvalid, s.rdata)
-            if wv:
-                got_w.append(wd)
-            if rv:
-                got_r.append(rd)
+            await sample()
         ctx.set(s.wvalid, 0)
         ctx.set(m.rvalid, 0)
         for _ in range(3):
-            _, _, wv, wd, rv, rd = await ctx.tick().sample(m.wvalid, m.wdata, s.rvalid, s.rdata)
-            if wv:
-                got_w.append(wd)
-            if rv:
-                got_r.append(rd)
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+            await sample()
+    run_testbench(dut, bench)
     assert got_w == list(range(100, 120)) and got_r == list(range(200, 220))
 
 
@@ -125,8 +114,5 @@ def test_axi_slice_refuses_in_reset_and_loses_nothing():
             _, _, valid, addr = await ctx.tick().sample(dut.m.arvalid, dut.m.araddr)
             if valid:
                 got.append(addr)
-    sim = Simulator(m)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    run_testbench(m, bench)
     assert got == [0x40]
