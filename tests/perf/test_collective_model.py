@@ -45,21 +45,28 @@ def test_features_follow_the_golden_models_bounds():
 
 def test_the_shipped_calibration_is_its_points_fit():
     """The constants in the repo are this code's fit of the points beside them, and the held-out error the
-    file records is the one they give: within 5 % (results/model_error.json has the table)."""
+    file records is the one they give: within 5 % (results/model_error.json has the table).
+
+    The fit is a bounded nonlinear least squares over a max() of terms: where it ends depends on the
+    SciPy / NumPy release (a fresh `make setup` takes the newest). So the refit must predict every point
+    within 1 % of the stored constants (numpy 2.4.6 / scipy 1.17.1 against the file's fit: 0.63 %; a stale
+    file, fitted before a change of the model's terms, is off by far more), and its held-out error must stay
+    within the limit; the stored constants' own held-out error is exactly the one the file records."""
     data = json.loads(cm.CALIBRATION.read_text())
     points = data["points"]
     setups = [(cm.Setup(**{k: p[k] for k in cm.Setup.__dataclass_fields__}), p) for p in points]
     assert {p["role"] for p in points} == {"fit", "held_out"}
     stored = cm.load()
-    worst = {}
+    worst, worst_refit = {}, {}
     for k in stored:
         fitted = cm.fit([(s, p["cycles"]) for s, p in setups if cm.key(s) == k and p["role"] == "fit"])
         for s, p in setups:
             if cm.key(s) != k:
                 continue
-            mine = fitted.cycles(s.features(), s.codec)
-            assert stored[k].cycles(s.features(), s.codec) == pytest.approx(mine, rel=1e-6)
+            mine, theirs = fitted.cycles(s.features(), s.codec), stored[k].cycles(s.features(), s.codec)
+            assert theirs == pytest.approx(mine, rel=1e-2), (k, s)
             if p["role"] == "held_out":
-                worst[k] = max(worst.get(k, 0.0), abs(mine / p["cycles"] - 1))
+                worst[k] = max(worst.get(k, 0.0), abs(theirs / p["cycles"] - 1))
+                worst_refit[k] = max(worst_refit.get(k, 0.0), abs(mine / p["cycles"] - 1))
     assert max(worst.values()) == pytest.approx(data["meta"]["held_out_max_abs_error"], abs=1e-6)
-    assert max(worst.values()) <= 0.05
+    assert max(worst.values()) <= 0.05 and max(worst_refit.values()) <= 0.05
