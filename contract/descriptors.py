@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from .enums import Algorithm, Codec, Dtype, Opcode, Status
 from .in_network import MAX_JOB_WORKERS
 from .limits import MAX_COUNT, MAX_RANKS
-from .protocol import MAX_P, MIN_P
+from .protocol import MAX_P, MIN_P, packet_quantum
 
 RECORD_BYTES = 64
 
@@ -64,7 +64,8 @@ STATUS_MEANING = {
     Status.bad_range: "src or dst + count*4 runs past the end of the 64-bit address space",
     Status.bad_world_size: f"collective with WORLD_SIZE outside 1 .. {MAX_RANKS} (1 .. {MAX_JOB_WORKERS} with "
                            "algorithm switch) or RANK >= WORLD_SIZE",
-    Status.bad_packet_size: f"a codec or collective with PACKET_ELEMS not a multiple of 16 in {MIN_P} .. {MAX_P}",
+    Status.bad_packet_size: f"a codec or collective with PACKET_ELEMS not in {MIN_P} .. {MAX_P} or not a multiple "
+                            "of 16 (of W/32 where that is more: 32 at W = 1024)",
     Status.unsupported: "a valid operation this build does not execute: algorithm switch with an opcode other "
                         "than allreduce",
     Status.bad_reserved: "a reserved field (flags, reserved0, reserved1) is not 0",
@@ -168,9 +169,9 @@ RESERVED_FIELDS = ("flags", "reserved0", "reserved1")
 UNSUPPORTED_OPCODES = ()
 
 
-def check(desc: dict, world_size: int, rank: int, packet_elems: int) -> int:
-    """Status code for a descriptor (fields as :func:`unpack` gives them) under the NIC's registers:
-    0 when it may run, else the first failing check's code."""
+def check(desc: dict, world_size: int, rank: int, packet_elems: int, width: int) -> int:
+    """Status code for a descriptor (fields as :func:`unpack` gives them) under the NIC's registers, on a
+    NIC of datapath width ``width``: 0 when it may run, else the first failing check's code."""
     op = desc["opcode"]
     if op not in Opcode._value2member_map_:
         return Status.bad_opcode
@@ -193,7 +194,7 @@ def check(desc: dict, world_size: int, rank: int, packet_elems: int) -> int:
     if collective and not (1 <= world_size <= limit and rank < world_size):
         return Status.bad_world_size
     if (collective or desc["codec"] != Codec.none) and not (
-            packet_elems % 16 == 0 and MIN_P <= packet_elems <= MAX_P):
+            packet_elems % packet_quantum(width) == 0 and MIN_P <= packet_elems <= MAX_P):
         return Status.bad_packet_size
     if op in UNSUPPORTED_OPCODES or (desc["algorithm"] == Algorithm.switch and op != Opcode.allreduce):
         return Status.unsupported

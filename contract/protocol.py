@@ -39,11 +39,17 @@ FRAME_HEADER_BYTES = ETH_BYTES + IPV4_BYTES + UDP_BYTES + HEADER_BYTES
 WIRE_OVERHEAD_BYTES = 4 + 8 + 12
 
 DEFAULT_P = 256                     # elements per packet: 256 fp32 = 1024 bytes, a 1098-byte frame
-MIN_P, MAX_P = 16, 1024             # PACKET_ELEMS: a multiple of 16 in this range (fp32 MAX_P: 4,170-byte frame)
+MIN_P, MAX_P = 16, 1024             # PACKET_ELEMS: a multiple of packet_quantum(W) in this range (fp32 MAX_P: 4,170-byte frame)
 MTU_FRAME_BYTES = 1514              # without FCS; larger frames are jumbo, accepted up to MAX_FRAME_BYTES
 MAX_FRAME_BYTES = 9014
 
 BFP_BLOCK = 16                      # elements per block-floating-point block
+
+
+def packet_quantum(width: int) -> int:
+    """PACKET_ELEMS must be a multiple of this at datapath width ``width``: a BFP block (16), and whole
+    beats of fp32 (W/32: 32 at W = 1024), so that a packet starts on a beat and a block."""
+    return max(BFP_BLOCK, width // 32)
 #: mantissa bits per element of the block-floating-point codecs
 BFP_MANTISSA_BITS = {Codec.bfp8: 8, Codec.bfp4: 4}
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from .enums import Codec, DropReason, Dtype
 from .in_network import BACKOFF_MAX, DEADLINE, DEFAULT_WINDOW, MAX_NIC_WINDOW, RETRANSMIT_TIMEOUT
-from .limits import MAX_RANKS, WIDTHS
+from .limits import MAX_RANKS, NIC_WIDTHS
 from .link import RING_DEADLINE
 from .protocol import DEFAULT_P, UDP_PORT
 
@@ -158,8 +158,8 @@ def _build():
     reg("ID", "ro", ID_VALUE, 'Identifies an ainic NIC: "AINC".')
     reg("VERSION", "ro", VERSION_VALUE, "Register map version: major 31:16, minor 15:8, patch 7:0.")
     reg("CAPS", "ro", 0, "What this build supports; the value depends on the build (reset column: 0 stands for "
-        "that): " + ", ".join(f"`{caps_value(w):#010x}` at W = {w}" for w in sorted(WIDTHS)) + ".", [
-        Field("data_width_bytes", 0, 8, "W/8: the datapath width in bytes (8 .. 64)"),
+        "that): " + ", ".join(f"`{caps_value(w):#010x}` at W = {w}" for w in sorted(NIC_WIDTHS)) + ".", [
+        Field("data_width_bytes", 0, 8, "W/8: the datapath width in bytes (8 .. 128)"),
         Field("max_ranks_log2", 8, 8, f"log2 of the largest world size (peer table entries; {MAX_RANKS} here)"),
         Field("codecs", 16, 8, f"bit per codec code (none=bit 0 ... bfp4=bit 4); all five = {_codec_mask():#x}"),
         Field("dtypes", 24, 4, "bit per element type: fp32 = bit 0, int32 = bit 1"),

@@ -32,7 +32,7 @@ import numpy as np
 
 from contract.enums import Codec, Dtype, names
 from contract.in_network import DEADLINE, DEFAULT_WINDOW, RETRANSMIT_TIMEOUT
-from contract.limits import DEFAULT_WIDTH, WIDTHS
+from contract.limits import DEFAULT_WIDTH, NIC_WIDTHS, WIDTHS
 from contract.protocol import DEFAULT_P
 from host_driver.models import allreduce as ar
 from host_driver.models import numerics as nm
@@ -315,7 +315,8 @@ def main(argv=None) -> int:
     d.add_argument("--packet", type=int, default=DEFAULT_P, help="elements per packet (P)")
     d.add_argument("--sim", default="verilator", choices=["model", "verilator", "icarus"],
                    help="verilator (default) or icarus: the RTL cluster; model: the golden model alone")
-    d.add_argument("--width", type=int, default=DEFAULT_WIDTH, choices=WIDTHS)
+    d.add_argument("--width", type=int, default=DEFAULT_WIDTH, choices=NIC_WIDTHS,
+                   help=f"datapath bits (default %(default)s; {NIC_WIDTHS[-1]}: the wide NIC, ring only)")
     d.add_argument("--link-gbps", type=float, default=80.0)
     d.add_argument("--clock-mhz", type=float, default=250.0)
     d.add_argument("--lag", type=int, default=8, help="engine work order: packets of lead per phase")

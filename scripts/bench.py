@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from contract.enums import Codec, names
+from contract.limits import WIDE_WIDTH
 from hdl.flow.export import build_dir
 from hdl.flow.synth import resource_summary
 from hdl.flow.toolchain import SIMULATORS
@@ -42,28 +43,33 @@ def allreduce_bench(results, args):
     against the ring bound and the datapath bound (``binding_efficiency``: the larger of the two / cycles),
     each stage's busy share on rank 0 (the stage trace), checked bit for bit against the golden model;
     simulation speed. Verilator runs
-    every (N, codec); Icarus one small case for its speed."""
+    every (N, codec), and every codec at N = 4 on the wide NIC (W = 1024, docs/collective_engine.md, "The wide
+    datapath"); Icarus one small case for its speed."""
     import numpy as np
 
     from host_driver.sim.cluster import MODEL_OPS, Cluster
     res = results.setdefault("allreduce", {})
-    cases = [("verilator", "allreduce", n, codec, args.elements) for n in (args.nodes or [4, 8])
+    W = args.width
+    cases = [("verilator", "allreduce", n, codec, args.elements, W) for n in (args.nodes or [4, 8])
              for codec in (args.codec or names(Codec))]
     # either half alone, at N = 4
-    cases += [("verilator", op, 4, codec, args.elements) for op in ("reduce_scatter", "allgather")
+    cases += [("verilator", op, 4, codec, args.elements, W) for op in ("reduce_scatter", "allgather")
               for codec in ("none", "bfp8") if 4 in (args.nodes or [4]) and codec in (args.codec or names(Codec))]
+    # the wide NIC, every codec at N = 4
+    if W != WIDE_WIDTH and 4 in (args.nodes or [4]):
+        cases += [("verilator", "allreduce", 4, codec, args.elements, WIDE_WIDTH) for codec in (args.codec or names(Codec))]
     if not args.sim or "icarus" in args.sim:
-        cases.append(("icarus", "allreduce", 4, "bfp8", 16384))
-    for sim, op, n, codec, L in cases:
+        cases.append(("icarus", "allreduce", 4, "bfp8", 16384, W))
+    for sim, op, n, codec, L, width in cases:
         if args.sim and sim not in args.sim:
             continue
-        print(f"bench: {op} {sim} N={n} {codec} L={L:,} ...", flush=True)
+        print(f"bench: {op} {sim} N={n} {codec} L={L:,} W={width} ...", flush=True)
         rng = np.random.default_rng(n)
         x = [rng.standard_normal(L).astype(np.float32) for _ in range(n)]
-        got, st = Cluster(n, sim, args.width, codec, stage_trace=True).collective(op, x)
+        got, st = Cluster(n, sim, width, codec, stage_trace=True).collective(op, x)
         want = MODEL_OPS[op](x, codec, "fp32", 256)
         trace = st.stage_trace[0]        # rank 0: each stage's share of the run busy (docs/collective_engine.md)
-        key = f"n{n}_{codec}_L{L}_w{args.width}" if op == "allreduce" else f"{op}_n{n}_{codec}_L{L}_w{args.width}"
+        key = f"n{n}_{codec}_L{L}_w{width}" if op == "allreduce" else f"{op}_n{n}_{codec}_L{L}_w{width}"
         res.setdefault(sim, {})[key] = {
             "cycles": st.cycles, "bound_cycles": round(st.bound_cycles), "efficiency": round(st.efficiency, 4),
             "datapath_bound_cycles": st.datapath_bound_cycles,

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Export every synthesizable top at every supported width to build/verilog/ (``make verilog``)."""
+"""Export every synthesizable top at every supported width to build/verilog/ (``make verilog``), and the NIC at its
+wide width (``ainic_nic_w1024.v``: docs/integration.md, "The wide datapath")."""
 
 import argparse
 import sys
@@ -7,6 +8,7 @@ from pathlib import Path
 
 from hdl.flow.export import verilog_dir
 from hdl.flow.integration import SWITCH_DEFAULT, export_nic_top, export_switch_top
+from contract.limits import WIDE_WIDTH
 from hdl.flow.tops import EXPORT_WIDTHS, TOPS, export
 
 
@@ -27,6 +29,8 @@ def main(argv=None) -> int:
         for width in args.width or EXPORT_WIDTHS:
             print(export(top, width, out))
     if not args.top and not args.width:
+        # the wide NIC: a core of its own, not one of ainic_nic.v's DATA_WIDTH values
+        print(export("nic", WIDE_WIDTH, out))
         # the integration top: ainic_nic.v (every width behind a DATA_WIDTH parameter) + its manifest
         for path in export_nic_top(out):
             print(path)

@@ -11,6 +11,7 @@ from contract import descriptors as ds
 from contract import regmap as rm
 from contract.enums import Codec, Status, names
 from contract.limits import MAX_COUNT
+from contract.protocol import packet_quantum
 from host_driver.models import numerics as nm
 from host_driver.models.vectors import edge_f32_bits
 
@@ -106,7 +107,7 @@ async def bad_descriptors(nic, r):
         for k, v in regs.items():
             await nic.write_reg(k, v)
         ref = ds.check(fields, await nic.read_reg("WORLD_SIZE"), await nic.read_reg("RANK"),
-                       await nic.read_reg("PACKET_ELEMS"))
+                       await nic.read_reg("PACKET_ELEMS"), nic.backend.width)
         assert ref == S[name], f"reference check gives {ref} for case {name}"
         c = await nic.wait(await nic.submit_raw(**fields))
         assert c.status == S[name], f"{name} {override}: got {c.status_name}"
@@ -128,7 +129,7 @@ async def dma_errors(nic, r):
     S = Status.__members__
     mem = nic.backend.memory
     B = nic.backend.width // 8
-    n = 100
+    n = max(100, 2 * B)         # past the fifth beat, where the read error goes, at every width
     x = edge_f32_bits(r, n).astype(np.uint32)
     src, dst = nic.alloc(4 * n, align=B), nic.alloc(4 * n, align=B)
     await nic.write(src, x)
@@ -239,7 +240,7 @@ async def ring_too_large(nic, r):
 
 
 async def all_scenarios(nic, r):
-    await nic.start(packet_elems=int(r.choice([16, 64, 256])))
+    await nic.start(packet_elems=int(r.choice([packet_quantum(nic.backend.width), 64, 256])))
     return {"copies": await copies(nic, r), "bad": await bad_descriptors(nic, r),
             "dma_errors": await dma_errors(nic, r), "ring_errors": await ring_errors(nic, r),
             "ring_too_large": await ring_too_large(nic, r)}

@@ -11,6 +11,7 @@ import pytest
 from cocotb_tests import bench
 from cocotb_tests.nic import scenarios as nic_scenarios
 from contract import regmap as rm
+from contract.limits import WIDE_WIDTH
 from hdl.host.axi import AxiSignature
 from host_driver.driver.nic import Nic
 from host_driver.models.nic_model import ModelBackend
@@ -145,10 +146,11 @@ async def scenarios_against_model(dut):
 
 
 @pytest.mark.parametrize("mode", list(MEMORY_MODES))
-@pytest.mark.parametrize("width", [w if w < 512 else pytest.param(w, marks=pytest.mark.heavy(180)) for w in SIM_WIDTHS])
+@pytest.mark.parametrize("width", [w if w < 512 else pytest.param(w, marks=pytest.mark.heavy(180))
+                                   for w in (*SIM_WIDTHS, WIDE_WIDTH)])
 def test_host_interface(sim, width, mode):
-    if sim == "icarus" and width == 512:
-        pytest.skip("W = 512 on Verilator only (Icarus runs W = 64): four minutes of test time for no new check")
+    if sim == "icarus" and width >= 512:
+        pytest.skip("W = 512 and 1024 on Verilator only (Icarus runs W = 64): minutes of test time for no new check")
     from host_driver.sim.runner import run
     run(sim, "host_bench", width, __name__, tag=mode,
         env={"AINIC_MEMORY_MODE": mode, "COCOTB_TEST_FILTER": "" if mode == "ideal" else r"\.scenarios_"})

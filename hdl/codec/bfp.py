@@ -2,7 +2,8 @@
 
 ``encode``/``decode`` are combinational and bit-exact with ``host_driver.models.numerics.bfp_encode_blocks`` and
 ``bfp_decode_blocks``; :class:`BlockGather` and :class:`BlockScatter` convert between W-bit fp32 beats and
-whole 16-element (512-bit) blocks for widths below 512.
+groups of whole 16-element (512-bit) blocks: below W = 512 a group is one block gathered from 512/W beats, at
+W >= 512 it is one beat of W/512 blocks (:func:`group_blocks`).
 """
 
 from amaranth import C, Cat, Module, Mux, Signal
@@ -10,10 +11,30 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.codec.half_float import CANONICAL_NAN, _rne
-from hdl.stream.axis import AxiStreamSignature, check_width
+from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
 
 BLOCK = 16
 BLOCK_BITS = 32 * BLOCK
+
+
+def group_blocks(width: int) -> int:
+    """Blocks a transfer between the gather, the codecs and the scatter holds at width W: one beat's worth,
+    at least one block."""
+    return max(1, width // BLOCK_BITS)
+
+
+def group_records(records, is8):
+    """The byte stream of consecutive encoded records (each as :func:`encode` returns it): 17-byte records
+    for bfp8, 9-byte for bfp4, packed back to back."""
+    b8, b4 = block_bytes(8), block_bytes(4)
+    return Mux(is8, Cat(*[r[:8 * b8] for r in records]), Cat(*[r[:8 * b4] for r in records]))
+
+
+def split_records(data, is8, group):
+    """The inverse of :func:`group_records`: the ``group`` records in ``data``, each as :func:`decode`
+    reads it."""
+    b8, b4 = block_bytes(8), block_bytes(4)
+    return [Mux(is8, data[8 * b8 * i:8 * b8 * (i + 1)], data[8 * b4 * i:8 * b4 * (i + 1)]) for i in range(group)]
 
 
 def block_bytes(m_bits: int) -> int:
@@ -103,16 +124,19 @@ def decode(m, record, is8, name="bfpd"):
 
 
 class BlockSignature(wiring.Signature):
-    """A whole block per transfer: ``data`` (512 bits of fp32), ``last`` (last block of the packet),
-    ``user`` (element count of the packet, carried for the decompressor), ``valid``/``ready``."""
+    """A group of whole blocks per transfer: ``data`` (``group`` blocks of 512 bits of fp32, block i at bits
+    [512 i, 512 (i + 1))), ``blocks`` (how many of them hold elements, 1 .. group: fewer only at a packet's
+    end), ``last`` (last group of the packet), ``user`` (element count of the packet, carried for the
+    decompressor), ``valid``/``ready``."""
 
-    def __init__(self, user_width: int = 16):
-        super().__init__({"data": Out(BLOCK_BITS), "last": Out(1), "user": Out(user_width),
-                          "valid": Out(1), "ready": In(1)})
+    def __init__(self, group: int = 1, user_width: int = 16):
+        super().__init__({"data": Out(BLOCK_BITS * group), "blocks": Out(range(1, group + 1), init=1),
+                          "last": Out(1), "user": Out(user_width), "valid": Out(1), "ready": In(1)})
 
 
 class BlockGather(wiring.Component):
-    """W-bit fp32 beats -> 512-bit blocks; a packet's last block is padded with zeros.
+    """W-bit fp32 beats -> groups of 512-bit blocks (:func:`group_blocks`); a packet's last block is padded
+    with zeros, and its last group holds only the blocks its elements reach.
 
     Lanes outside ``tkeep`` read as zero. Latency 1 cycle; one beat per cycle; ``s_axis.tready`` is
     high while the block register is not full or is being taken (combinational from ``m.ready``).
@@ -120,12 +144,13 @@ class BlockGather(wiring.Component):
 
     def __init__(self, width: int):
         self.width = check_width(width, self)
-        super().__init__({"s_axis": In(AxiStreamSignature(width)), "m": Out(BlockSignature())})
+        self.group = group_blocks(width)
+        super().__init__({"s_axis": In(AxiStreamSignature(width)), "m": Out(BlockSignature(self.group))})
 
     def elaborate(self, platform):
         m = Module()
         lanes = self.width // 32
-        beats = BLOCK // lanes
+        beats = max(1, BLOCK // lanes)
         s = self.s_axis
         full = Signal()
         idx = Signal(range(max(beats, 2)))
@@ -142,26 +167,31 @@ class BlockGather(wiring.Component):
                     m.d.sync += self.m.data[self.width * b:self.width * (b + 1)].eq(masked)
             done = s.tlast | (idx == beats - 1)
             m.d.sync += [idx.eq(Mux(done, 0, idx + 1)), full.eq(done), self.m.last.eq(s.tlast)]
+            if self.group > 1:      # blocks the beat's elements reach (only the last beat may be partial)
+                elems = keep_count(m, s.tkeep, "gather_bytes") >> 2
+                m.d.sync += self.m.blocks.eq((elems + BLOCK - 1) >> 4)
         return m
 
 
 class BlockScatter(wiring.Component):
-    """512-bit blocks -> W-bit fp32 beats, trimmed to the packet's element count ``m.user`` of the
-    first block (blocks past the count are dropped up to the block marked ``last``).
+    """Groups of 512-bit blocks -> W-bit fp32 beats, trimmed to the packet's element count ``m.user`` of
+    the first group and to the elements of the group's ``blocks`` (groups past the count are dropped up to
+    the one marked ``last``).
 
-    Latency 1 cycle; emits one beat per cycle, so a block takes 512/W cycles.
+    Latency 1 cycle; emits one beat per cycle, so a group takes max(1, 512/W) cycles.
     """
 
     def __init__(self, width: int):
         self.width = check_width(width, self)
-        super().__init__({"s": In(BlockSignature()), "m_axis": Out(AxiStreamSignature(self.width))})
+        self.group = group_blocks(width)
+        super().__init__({"s": In(BlockSignature(self.group)), "m_axis": Out(AxiStreamSignature(self.width))})
 
     def elaborate(self, platform):
         m = Module()
         W, lanes = self.width, self.width // 32
-        beats = BLOCK // lanes
+        beats = max(1, BLOCK // lanes)
         o = self.m_axis
-        blk = Signal(BLOCK_BITS)
+        blk = Signal(BLOCK_BITS * self.group)
         blk_last = Signal()
         valid = Signal()
         sub = Signal(range(max(beats, 2)))
@@ -169,9 +199,15 @@ class BlockScatter(wiring.Component):
         remaining = Signal(17)
         done = Signal()            # the packet's tlast went out; drop until its last block
         final_sub = sub == beats - 1
-        out_last = (remaining <= lanes) | (blk_last & final_sub)
+        avail = Signal(range(lanes + 1))            # elements the beat's blocks hold
+        if self.group > 1:
+            blk_n = Signal.like(self.s.blocks)
+            m.d.comb += avail.eq(blk_n << 4)
+        else:
+            m.d.comb += avail.eq(lanes)
+        out_last = (remaining <= avail) | (blk_last & final_sub)
         emit = o.tvalid & o.tready
-        keep_lanes = Mux(remaining >= lanes, lanes, remaining)
+        keep_lanes = Mux(remaining >= avail, avail, remaining)
         m.d.comb += [
             o.tvalid.eq(valid & ~done),
             o.tdata.eq(blk.word_select(sub, W)),
@@ -192,6 +228,8 @@ class BlockScatter(wiring.Component):
         with m.If(self.s.valid & self.s.ready):
             m.d.sync += [blk.eq(self.s.data), blk_last.eq(self.s.last), valid.eq(1), sub.eq(0),
                          first.eq(0)]
+            if self.group > 1:
+                m.d.sync += blk_n.eq(self.s.blocks)
             with m.If(first | (finish & blk_last)):        # this block opens a packet
                 m.d.sync += remaining.eq(self.s.user)
         return m

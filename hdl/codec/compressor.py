@@ -31,7 +31,8 @@ class Compressor(wiring.Component):
     * ``cfg_codec``: 0 none, 1 fp16, 2 bf16, 3 bfp8, 4 bfp4 (other values: none). Change it only
       between packets while idle.
     * Throughput: one fp32 beat per cycle on ``s_axis`` without backpressure (none: a wire, W/8 bytes
-      out per beat; fp16/bf16: W/16 bytes; bfp: a 16-element block every 512/W beats). Back-to-back
+      out per beat; fp16/bf16: W/16 bytes; bfp: a 16-element block every 512/W beats below W = 512, W/512
+      blocks a beat from W = 512 on). Back-to-back
       packets cost nothing unless a packet ends with more than one output beat left to flush (one cycle).
     * Latency: none 0 cycles; otherwise 2 cycles from a chunk's last input beat to the packer, plus the
       input needed to fill an output beat (measured first-in to first-out at W=512: fp16/bf16 3, bfp8 6,
@@ -60,7 +61,10 @@ class Compressor(wiring.Component):
         halves_bf16 = Cat(*[f32_to_bf16(m, s.tdata[32 * i:32 * (i + 1)], f"b{i}") for i in range(lanes)])
         in_bytes = keep_count(m, s.tkeep, "in_bytes")
         # block floating point: gather 16 elements, encode the block, hand the packer one record
-        record = bfp.encode(m, gather.m.data, codec == Codec.bfp8)
+        is8 = codec == Codec.bfp8
+        group = gather.group
+        records = [bfp.encode(m, gather.m.data[bfp.BLOCK_BITS * i:bfp.BLOCK_BITS * (i + 1)], is8, f"bfp{i}")
+                   for i in range(group)]
 
         with m.Switch(codec):
             with m.Case(Codec.fp16, Codec.bf16):
@@ -87,8 +91,8 @@ class Compressor(wiring.Component):
                     gather.m.ready.eq(stage.s.ready),
                 ]
                 m.d.comb += [
-                    stage.s.data.eq(record),
-                    stage.s.count.eq(Mux(codec == Codec.bfp8, bfp.block_bytes(8), bfp.block_bytes(4))),
+                    stage.s.data.eq(bfp.group_records(records, is8)),
+                    stage.s.count.eq(gather.m.blocks * Mux(is8, bfp.block_bytes(8), bfp.block_bytes(4))),
                 ]
                 wiring.connect(m, packer.m_axis, wiring.flipped(o))
             with m.Default():

@@ -33,7 +33,8 @@ class Decompressor(wiring.Component):
     * ``m_axis``: fp32 elements, W/32 per beat, last beat partial in whole elements.
     * ``cfg_codec``: as for the compressor; change it only between packets while idle.
     * Throughput: one fp32 beat per cycle on ``m_axis`` while input bytes keep up (fp16/bf16 need W/16
-      bytes per fp32 beat, bfp one 17- or 9-byte record per 512/W beats). After a packet's last input
+      bytes per fp32 beat, bfp one 17- or 9-byte record per 512/W beats below W = 512, W/512 records a beat
+      from W = 512 on). After a packet's last input
       beat the input waits until the packet's bytes are out.
     * Latency: none 0 cycles; fp16/bf16 1 cycle; bfp 2 cycles.
     * Backpressure: any pattern; nothing is dropped.
@@ -55,7 +56,10 @@ class Decompressor(wiring.Component):
 
         f16 = Cat(*[f16_to_f32(m, c.data[16 * i:16 * (i + 1)], f"f{i}") for i in range(lanes)])
         bf16 = Cat(*[bf16_to_f32(m, c.data[16 * i:16 * (i + 1)], f"g{i}") for i in range(lanes)])
-        block = bfp.decode(m, c.data[:8 * bfp.block_bytes(8)], codec == Codec.bfp8)
+        is8 = codec == Codec.bfp8
+        group = scatter.group
+        bb = Mux(is8, bfp.block_bytes(8), bfp.block_bytes(4))
+        blocks = Cat(*[bfp.decode(m, r, is8, f"bfpd{i}") for i, r in enumerate(bfp.split_records(c.data, is8, group))])
 
         def from_input():
             return [unp.s_axis.tdata.eq(s.tdata), unp.s_axis.tkeep.eq(s.tkeep), unp.s_axis.tlast.eq(s.tlast),
@@ -75,8 +79,10 @@ class Decompressor(wiring.Component):
             with m.Case(Codec.bfp8, Codec.bfp4):
                 m.d.comb += from_input()
                 m.d.comb += [
-                    unp.take.eq(Mux(codec == Codec.bfp8, bfp.block_bytes(8), bfp.block_bytes(4))),
-                    scatter.s.data.eq(block),
+                    unp.take.eq(bb * group),
+                    scatter.s.data.eq(blocks),
+                    # a packet's last chunk may hold fewer records than a group
+                    scatter.s.blocks.eq(1 + sum(c.count > i * bb for i in range(1, group))),
                 ]
                 m.d.comb += [
                     scatter.s.last.eq(c.last),

@@ -12,7 +12,7 @@ from contract import regmap as rm
 from contract.enums import Algorithm, Codec, Dtype, Opcode, Status
 from contract.in_network import MAX_JOB_WORKERS
 from contract.limits import MAX_COUNT, MAX_RANKS
-from contract.protocol import MAX_P, MIN_P
+from contract.protocol import MAX_P, MIN_P, packet_quantum
 from hdl.engine.collective_engine import EngineStatus, NetCounters
 from hdl.engine.plan_calculator import PlanCalculator
 from hdl.engine.ring_sequencer import PlanLayout
@@ -42,8 +42,9 @@ def _any(values):
     return out
 
 
-def check_descriptor(m, d, cfg):
-    """Status of descriptor ``d`` under ``cfg``: :func:`contract.descriptors.check` in RTL, same order."""
+def check_descriptor(m, d, cfg, width):
+    """Status of descriptor ``d`` under ``cfg`` at datapath width ``width``: :func:`contract.descriptors.check`
+    in RTL, same order."""
     count_bytes = Cat(C(0, 2), d.count)
     src_end = Signal(65)
     dst_end = Signal(65)
@@ -56,6 +57,7 @@ def check_descriptor(m, d, cfg):
     switch = d.algorithm == Algorithm.switch
     limit = Mux(switch, MAX_JOB_WORKERS, MAX_RANKS)
     p = cfg.packet_elems
+    quantum_bits = packet_quantum(width).bit_length() - 1
     checks = [
         (~((d.opcode >= min(Opcode)) & (d.opcode <= max(Opcode))), Status.bad_opcode),
         (d.dtype > max(Dtype), Status.bad_dtype),
@@ -67,7 +69,7 @@ def check_descriptor(m, d, cfg):
         (past_end(src_end) | past_end(dst_end), Status.bad_range),
         (collective & ((cfg.world_size == 0) | (cfg.world_size > limit) | (cfg.rank >= cfg.world_size)),
          Status.bad_world_size),
-        ((collective | (d.codec != Codec.none)) & ((p[:4] != 0) | (p < MIN_P) | (p > MAX_P)),
+        ((collective | (d.codec != Codec.none)) & ((p[:quantum_bits] != 0) | (p < MIN_P) | (p > MAX_P)),
          Status.bad_packet_size),
     ]
     unsupported = switch & (d.opcode != Opcode.allreduce)
@@ -194,12 +196,12 @@ class CommandProcessor(wiring.Component):
         s.timing = Signal()
         s.host_bytes = Signal(64)
         s.fetch_resp = Signal(2)
-        s.record_beats = 512 // self.width
+        s.record_beats = max(1, 512 // self.width)       # a 64-byte record: one beat from W = 512 on
         s.beat = Signal(range(s.record_beats + 1))      # the record beat being written
         s.head = Signal()                   # writing the record's first beat (phase byte) rather than the rest
         with m.If(s.timing):
             m.d.sync += s.cycles.eq(s.cycles + 1)
-        s.verdict = check_descriptor(m, desc, cfg)
+        s.verdict = check_descriptor(m, desc, cfg, self.width)
         m.submodules.plan = s.plan = plan = PlanCalculator(self.credits)
         m.d.comb += [
             plan.elements.eq(desc.count), plan.nodes.eq(cfg.world_size), plan.packet.eq(cfg.packet_elems),
@@ -384,7 +386,7 @@ class CommandProcessor(wiring.Component):
 
         The record's phase byte (byte 2) must reach memory last, so that a host polling it never reads a
         torn record: at W < 512 the record is two writes, beats 1 .. R-1 first, then (once that write is
-        answered) beat 0 with the phase. At W = 512 it is one beat, written at once."""
+        answered) beat 0 with the phase. From W = 512 on it is one beat (the low 64 bytes of it), written at once."""
         W, cfg, wr = self.width, self.cfg, self.wr_data
         record_beats, beat, head = s.record_beats, s.beat, s.head
         with m.State("COMPLETE"):
@@ -393,14 +395,15 @@ class CommandProcessor(wiring.Component):
             m.d.comb += [
                 self.wr_cmd.valid.eq(1),
                 self.wr_cmd.payload.addr.eq(record_addr + Mux(head, 0, W // 8)),
-                self.wr_cmd.payload.length.eq(Mux(head, min(W // 8, ds.RECORD_BYTES), ds.RECORD_BYTES - W // 8)),
+                self.wr_cmd.payload.length.eq(Mux(head, min(W // 8, ds.RECORD_BYTES),
+                                                  max(0, ds.RECORD_BYTES - W // 8))),
             ]
             with m.If(self.wr_cmd.ready):
                 m.next = "RECORD"
         with m.State("RECORD"):
             m.d.comb += [
                 wr.tdata.eq(s.record.as_value().word_select(beat, W) if W < 512 else s.record.as_value()),
-                wr.tkeep.eq((1 << (W // 8)) - 1),
+                wr.tkeep.eq((1 << min(W // 8, ds.RECORD_BYTES)) - 1),
                 wr.tlast.eq(head | (beat == record_beats - 1)),
                 wr.tvalid.eq(1),
             ]

@@ -13,7 +13,7 @@ from amaranth import Const, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from contract.limits import WIDTHS
+from contract.limits import NIC_WIDTHS
 
 __all__ = ["AxiStreamSignature", "keep_mask", "keep_count", "check_width"]
 
@@ -21,10 +21,10 @@ __all__ = ["AxiStreamSignature", "keep_mask", "keep_count", "check_width"]
 def check_width(width: int, owner=None, name: str = "width") -> int:
     """``width`` if it is a supported data width, else ValueError (``owner``: the component being built,
     so that Amaranth does not also warn that it was created and never used)."""
-    if width not in WIDTHS:
+    if width not in NIC_WIDTHS:
         if owner is not None:
             owner._MustUse__silence = True
-        raise ValueError(f"{name} must be one of {tuple(sorted(WIDTHS))} bits, got {width!r}")
+        raise ValueError(f"{name} must be one of {tuple(sorted(NIC_WIDTHS))} bits, got {width!r}")
     return width
 
 

@@ -20,7 +20,7 @@ from contract import descriptors as ds
 from contract import regmap as rm
 from contract.enums import Algorithm, Codec, Dtype, Opcode, Status
 from contract.limits import MAX_COUNT, MAX_RANKS
-from contract.protocol import MAX_P, MIN_P
+from contract.protocol import MAX_P, MIN_P, packet_quantum
 
 IRQ_COMPLETION = rm.field_masks("IRQ_STATUS")["completion"]
 IRQ_ERROR = rm.field_masks("IRQ_STATUS")["error"]
@@ -120,8 +120,9 @@ class Nic:
             raise ValueError(f"peers must hold one (mac, ip) per rank: {world_size}, got {len(peers)}")
         _check_int("rank", rank, 0, world_size - 1)
         _check_int("packet_elems", packet_elems, MIN_P, MAX_P)
-        if packet_elems % 16:
-            raise ValueError(f"packet_elems must be a multiple of 16, got {packet_elems}")
+        if packet_elems % packet_quantum(self.backend.width):
+            raise ValueError(f"packet_elems must be a multiple of {packet_quantum(self.backend.width)} at "
+                             f"W = {self.backend.width}, got {packet_elems}")
         ident = await self.read_reg("ID")
         if ident != rm.ID_VALUE:
             raise RuntimeError(f"no ainic NIC here: ID reads {ident:#010x}")

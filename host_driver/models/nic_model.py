@@ -139,7 +139,8 @@ class ModelBackend:
                 desc, status = ds.unpack(ds.DESCRIPTOR_BITS, bytes(64)), Status.fetch_error
             else:
                 desc = ds.unpack(ds.DESCRIPTOR_BITS, self.memory.data[addr:addr + 64].tobytes())
-                status = ds.check(desc, self._reg("WORLD_SIZE"), self._reg("RANK"), self._reg("PACKET_ELEMS"))
+                status = ds.check(desc, self._reg("WORLD_SIZE"), self._reg("RANK"), self._reg("PACKET_ELEMS"),
+                                  self.width)
             host_bytes = 0
             collective = desc["opcode"] != Opcode.copy and self._reg("WORLD_SIZE") > 1
             if status == 0 and collective and credits.max_lag(self._reg("WORLD_SIZE"), self._reg("PACKET_ELEMS")) == 0:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from contract.enums import Codec, names
-from contract.limits import WIDTHS
+from contract.limits import NIC_WIDTHS
 from contract.protocol import DEFAULT_P
 from host_driver.perf import collective_model as cm
 from host_driver.perf import training_model as tm
@@ -44,7 +44,7 @@ def add_parser(sub) -> None:
     m.add_argument("--op", default="allreduce", choices=cm.OPS)
     m.add_argument("--algorithm", default="ring", choices=cm.ALGORITHMS)
     m.add_argument("--packet", type=int, default=DEFAULT_P)
-    m.add_argument("--width", type=int, default=512, choices=WIDTHS)
+    m.add_argument("--width", type=int, default=512, choices=NIC_WIDTHS)
     m.add_argument("--link-gbps", type=float, default=80.0)
     m.add_argument("--clock-mhz", type=float, default=250.0)
     m.add_argument("--link-latency", type=int, default=125, help="cycles per link")

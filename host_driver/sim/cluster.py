@@ -38,9 +38,9 @@ from contract.in_network import (
     link_seed,
     threshold,
 )
-from contract.limits import MAX_CLUSTER_NODES, WIDTHS
+from contract.limits import MAX_CLUSTER_NODES, NIC_WIDTHS, WIDTHS
 from contract.link import Stall, ack_fields
-from contract.protocol import FRAME_HEADER_BYTES, MAX_P, WIRE_OVERHEAD_BYTES
+from contract.protocol import FRAME_HEADER_BYTES, MAX_P, WIRE_OVERHEAD_BYTES, packet_quantum
 from host_driver.models import allreduce as ar
 from host_driver.models import in_network as inn
 from host_driver.models import numerics as nm
@@ -214,14 +214,15 @@ class Cluster:
             raise ValueError(f"dtype must be one of {ar.DTYPES}, got {dtype!r}")
         if dtype == "int32" and codec != "none":
             raise ValueError("int32 data travels uncompressed: codec must be 'none'")
-        if not (isinstance(packet, int) and 16 <= packet <= MAX_P and packet % 16 == 0):
-            raise ValueError(f"packet must be a multiple of 16 in 16 .. {MAX_P}, got {packet!r}")
+        if width not in NIC_WIDTHS:
+            raise ValueError(f"width must be one of {', '.join(map(str, sorted(NIC_WIDTHS)))} bits, got {width!r}")
+        q = packet_quantum(width)
+        if not (isinstance(packet, int) and 16 <= packet <= MAX_P and packet % q == 0):
+            raise ValueError(f"packet must be a multiple of {q} in 16 .. {MAX_P} at W = {width}, got {packet!r}")
         if isinstance(lag, bool) or not isinstance(lag, int) or not 1 <= lag <= 255:
             raise ValueError(f"lag must be an int in 1 .. 255, got {lag!r}")
         if not link_gbps > 0 or not clock_mhz > 0:
             raise ValueError("link_gbps and clock_mhz must be positive")
-        if width not in WIDTHS:
-            raise ValueError(f"width must be one of {', '.join(map(str, sorted(WIDTHS)))} bits, got {width!r}")
         if isinstance(link_latency, bool) or not isinstance(link_latency, int) or not 0 <= link_latency <= 60000:
             raise ValueError(f"link_latency must be an int in 0 .. 60000 cycles, got {link_latency!r}")
         if backend != "model" and nodes < 2:
@@ -253,6 +254,9 @@ class Cluster:
         fabric = fabric or ("switch" if algorithm == "switch" else "ring")
         if fabric not in FABRICS:
             raise ValueError(f"fabric must be one of {FABRICS}, got {fabric!r}")
+        if fabric == "switch" and width not in WIDTHS:
+            raise ValueError(f"the aggregation switch is built at {', '.join(map(str, sorted(WIDTHS)))} bits; "
+                             f"W = {width} is the NIC's wide configuration, on the ring fabric only")
         if algorithm == "switch" and fabric != "switch":
             raise ValueError("algorithm='switch' runs on fabric='switch' (the aggregation switch sums the packets)")
         self.fabric = fabric

@@ -8,7 +8,7 @@ import pytest
 
 from cocotb_tests.nic import scenarios as nic_scenarios
 from contract import descriptors as ds
-from contract.limits import WIDTHS
+from contract.limits import NIC_WIDTHS
 from host_driver.driver.nic import Nic
 from host_driver.models.nic_model import ModelBackend
 
@@ -17,7 +17,7 @@ def run(coro):
     return asyncio.run(coro)
 
 
-@pytest.mark.parametrize("width", sorted(WIDTHS))
+@pytest.mark.parametrize("width", sorted(NIC_WIDTHS))
 def test_scenarios(width, rng):
     nic = Nic(ModelBackend(width), sq_entries=8, cq_entries=8)
     out = run(nic_scenarios.all_scenarios(nic, rng))
@@ -60,7 +60,7 @@ def test_constructor_and_start_checks():
     with pytest.raises(ValueError, match=r"cq_entries must be in 2 \.\. 32768, got 1"):
         Nic(ModelBackend(), cq_entries=1)
     nic = Nic(ModelBackend())
-    with pytest.raises(ValueError, match="packet_elems must be a multiple of 16, got 100"):
+    with pytest.raises(ValueError, match="packet_elems must be a multiple of 16 at W = 512, got 100"):
         run(nic.start(packet_elems=100))
     with pytest.raises(ValueError, match=r"rank must be in 0 \.\. 3, got 4"):
         run(nic.start(rank=4, world_size=4))

@@ -9,7 +9,7 @@ from hdl.host.axi import PAGE_BYTES
 from hdl.host.burst_splitter import BurstSplitter
 
 
-@pytest.mark.parametrize("width", [64, 512])
+@pytest.mark.parametrize("width", [64, 512, 1024])
 def test_bursts_tile_the_command(rng, width):
     B = width // 8
     dut = BurstSplitter(width)

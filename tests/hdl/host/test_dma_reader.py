@@ -61,7 +61,7 @@ def touched(addr, length, B):
     return range(addr // B * B, -(-(addr + length) // B) * B, B)
 
 
-@pytest.mark.parametrize("width", [64, 512])
+@pytest.mark.parametrize("width", [64, 512, 1024])
 @pytest.mark.parametrize("traffic", ["steady", "stalls", "errors"])
 def test_dma_reader_streams_host_memory(rng, width, traffic):
     B = width // 8
@@ -83,7 +83,7 @@ def test_dma_reader_streams_host_memory(rng, width, traffic):
         assert mem.max_outstanding_seen == OUTSTANDING, "the outstanding-burst limit is reached and kept"
 
 
-@pytest.mark.parametrize("width", [64, 512])
+@pytest.mark.parametrize("width", [64, 512, 1024])
 def test_dma_reader_one_beat_per_cycle(rng, width):
     """Nothing stalls: an aligned command streams one beat per cycle; a misaligned one costs at most two
     cycles more (docs: one at its start, one at its end)."""

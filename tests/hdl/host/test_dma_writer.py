@@ -62,7 +62,7 @@ def disjoint(cmds):
     return out
 
 
-@pytest.mark.parametrize("width", [64, 512])
+@pytest.mark.parametrize("width", [64, 512, 1024])
 @pytest.mark.parametrize("traffic", ["steady", "stalls", "errors", "poison"])
 def test_dma_writer_lands_exactly_the_command_bytes(rng, width, traffic):
     B = width // 8
@@ -86,7 +86,7 @@ def test_dma_writer_lands_exactly_the_command_bytes(rng, width, traffic):
         assert any(statuses) and not all(statuses)
 
 
-@pytest.mark.parametrize("width", [64, 512])
+@pytest.mark.parametrize("width", [64, 512, 1024])
 def test_dma_writer_one_beat_per_cycle(rng, width):
     """Nothing stalls: an aligned command's W beats go out on consecutive cycles; a misaligned one needs
     one more memory beat (the tail), still back to back."""

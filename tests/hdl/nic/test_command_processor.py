@@ -2,6 +2,7 @@
 ``contract.descriptors.check`` on every status and on random descriptors, registers included. (Running
 descriptors end to end, with the host memory, is cocotb_tests/nic/test_nic.py.)"""
 
+import pytest
 from amaranth import Module, Signal
 from amaranth.sim import Simulator
 
@@ -26,6 +27,7 @@ def cases(rng):
             ({"dst": (1 << 64) - 4, "count": 1}, {}), ({"dst": (1 << 64) - 4, "count": 2}, {}),
             ({"opcode": Opcode.allreduce}, {"world_size": 0}), ({"opcode": Opcode.allreduce}, {"world_size": 65}),
             ({"opcode": Opcode.allgather}, {"rank": 4}), ({"codec": 2}, {"packet_elems": 100}),
+            ({"opcode": Opcode.allreduce}, {"packet_elems": 48}),
             ({"opcode": Opcode.reduce_scatter}, {"packet_elems": 2048}), ({"flags": 1}, {}),
             ({"reserved0": 7}, {}), ({"reserved1": 1 << 100}, {})]
     for fields, r in edge:
@@ -36,14 +38,15 @@ def cases(rng):
              "src": pick(rng, [0, 2, 0x1000, (1 << 64) - 8]), "dst": pick(rng, [0, 4, 0x2000]),
              "flags": int(rng.random() < 0.1)}
         r = {"world_size": int(rng.choice([0, 1, 2, 64, 65])), "rank": int(rng.choice([0, 1, 63])),
-             "packet_elems": int(rng.choice([8, 16, 100, 256, 1024, 1040]))}
+             "packet_elems": int(rng.choice([8, 16, 48, 100, 256, 1024, 1040]))}
         yield d, r
 
 
-def test_checks_equal_the_reference(rng):
+@pytest.mark.parametrize("width", [512, 1024])
+def test_checks_equal_the_reference(rng, width):
     m = Module()
     desc, cfg = Signal(Descriptor), Signal(RingConfig)
-    status = check_descriptor(m, desc, cfg)
+    status = check_descriptor(m, desc, cfg, width)
     todo = list(cases(rng))
     seen = set()
 
@@ -54,7 +57,7 @@ def test_checks_equal_the_reference(rng):
                 ctx.set(getattr(desc, name), value)
             for name, value in regs.items():
                 ctx.set(getattr(cfg, name), value)
-            want = ds.check(raw, regs["world_size"], regs["rank"], regs["packet_elems"])
+            want = ds.check(raw, regs["world_size"], regs["rank"], regs["packet_elems"], width)
             got = ctx.get(status)
             assert got == want, f"{fields} {regs}: RTL {got}, reference {want}"
             seen.add(want)
