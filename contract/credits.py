@@ -39,7 +39,7 @@ class Credits:
 
     def frames_that_fit(self, packet: int) -> int:
         """Frames of ``packet`` uncompressed 32-bit elements the receiver holds (any bus width: a payload
-        of 4·P bytes, P a multiple of 16, fills whole beats)."""
+        of 4·P bytes, P a multiple of ``protocol.packet_quantum(W)``, fills whole beats)."""
         return min(self.rx_frames, self.rx_buffer_bytes // (4 * packet))
 
     def max_lag(self, nodes: int, packet: int) -> int:

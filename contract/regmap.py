@@ -176,7 +176,7 @@ def _build():
     reg("RANK", "rw", 0, "This NIC's rank in the job (0 .. WORLD_SIZE-1).")
     reg("WORLD_SIZE", "rw", 1, f"Number of ranks (1 .. {MAX_RANKS}).")
     reg("UDP_PORT", "rw", UDP_PORT, "UDP port of ainic traffic, both directions.", bits=16)
-    reg("PACKET_ELEMS", "rw", DEFAULT_P, "P: elements per packet, a multiple of 16, 16 .. 1024.")
+    reg("PACKET_ELEMS", "rw", DEFAULT_P, "P: elements per packet, a multiple of 16 (of 32 on the W = 1024 NIC), 16 .. 1024.")
     reg("LOCAL_MAC_LO", "rw", 0, "This NIC's MAC address, bits 31:0: the address read as a 48-bit number, "
         "first octet most significant (02:00:00:00:00:01: LO = 0x00000001, HI = 0x0200).")
     reg("LOCAL_MAC_HI", "rw", 0, "This NIC's MAC address, bits 47:32 (its first two octets).", bits=16)
