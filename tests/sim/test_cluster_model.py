@@ -57,6 +57,8 @@ def test_capture_fields(tmp_path):
     ({"nodes": 4, "packet": 100}, ValueError, "multiple of 16"),
     ({"nodes": 1, "backend": "verilator"}, ValueError, "at least 2 nodes"),
     ({"nodes": 4, "width": 96}, ValueError, "width must be one of"),
+    ({"nodes": 4, "width": 1024, "packet": 48}, ValueError, "multiple of 32 in 16 .. 1024 at W = 1024"),
+    ({"nodes": 4, "width": 1024, "algorithm": "switch"}, ValueError, "on the ring fabric only"),
     ({"nodes": 4, "link_latency": -1}, ValueError, "link_latency"),
     ({"nodes": 4, "bench_nodes": 3}, ValueError, "bench_nodes"),
 ])
