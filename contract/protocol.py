@@ -45,11 +45,6 @@ MAX_FRAME_BYTES = 9014
 
 BFP_BLOCK = 16                      # elements per block-floating-point block
 
-
-def packet_quantum(width: int) -> int:
-    """PACKET_ELEMS must be a multiple of this at datapath width ``width``: a BFP block (16), and whole
-    beats of fp32 (W/32: 32 at W = 1024), so that a packet starts on a beat and a block."""
-    return max(BFP_BLOCK, width // 32)
 #: mantissa bits per element of the block-floating-point codecs
 BFP_MANTISSA_BITS = {Codec.bfp8: 8, Codec.bfp4: 4}
 
@@ -70,3 +65,9 @@ def codec_bytes(codec, count: int) -> int:
     if codec in (Codec.fp16, Codec.bf16):
         return 2 * count
     return -(-count // BFP_BLOCK) * bfp_block_bytes(codec)
+
+
+def packet_quantum(width: int) -> int:
+    """PACKET_ELEMS must be a multiple of this at datapath width ``width``: a BFP block (16), and whole
+    beats of fp32 (W/32: 32 at W = 1024), so that a packet starts on a beat and a block."""
+    return max(BFP_BLOCK, width // 32)
