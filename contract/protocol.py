@@ -39,6 +39,7 @@ FRAME_HEADER_BYTES = ETH_BYTES + IPV4_BYTES + UDP_BYTES + HEADER_BYTES
 WIRE_OVERHEAD_BYTES = 4 + 8 + 12
 
 DEFAULT_P = 256                     # elements per packet: 256 fp32 = 1024 bytes, a 1098-byte frame
+DEFAULT_LAG = 8                     # the work order's lag, register LAG after reset (docs/collective_engine.md)
 MIN_P, MAX_P = 16, 1024             # PACKET_ELEMS: a multiple of packet_quantum(W) in this range (fp32 MAX_P: 4,170-byte frame)
 MTU_FRAME_BYTES = 1514              # without FCS; larger frames are jumbo, accepted up to MAX_FRAME_BYTES
 MAX_FRAME_BYTES = 9014

@@ -15,7 +15,7 @@ from .enums import Codec, DropReason, Dtype
 from .in_network import BACKOFF_MAX, DEADLINE, DEFAULT_WINDOW, MAX_NIC_WINDOW, RETRANSMIT_TIMEOUT
 from .limits import MAX_RANKS, NIC_WIDTHS
 from .link import RING_DEADLINE
-from .protocol import DEFAULT_P, UDP_PORT
+from .protocol import DEFAULT_LAG, DEFAULT_P, UDP_PORT
 
 ID_VALUE = 0x41494E43          # "AINC"
 VERSION_VALUE = 0x00010000     # 1.0.0: major.minor.patch in bits 31:16, 15:8, 7:0
@@ -181,7 +181,7 @@ def _build():
         "first octet most significant (02:00:00:00:00:01: LO = 0x00000001, HI = 0x0200).")
     reg("LOCAL_MAC_HI", "rw", 0, "This NIC's MAC address, bits 47:32 (its first two octets).", bits=16)
     reg("LOCAL_IP", "rw", 0, "This NIC's IPv4 address, first octet most significant (10.0.0.1 = 0x0a000001).")
-    reg("LAG", "rw", 8, "Collective work order: packet k of phase p runs at key k + LAG*p (1 .. 255; "
+    reg("LAG", "rw", DEFAULT_LAG, "Collective work order: packet k of phase p runs at key k + LAG*p (1 .. 255; "
         "docs/collective_engine.md). Every rank of a job must use the same value.", bits=8)
     reg("JOB_ID", "rw", 0, "Job id carried in every ainic header; a received frame of another job ends the "
         "collective with status network_mismatch.", bits=16)

@@ -212,6 +212,9 @@ def _demo(args) -> int:
         ("of what binds (max bound / cycles)", "—" if stats.binding_efficiency is None
          else f"{stats.binding_efficiency:.3f}"),
         ("link", f"{args.link_gbps:g} Gb/s = {stats.link_bytes_per_cycle:.1f} B/cycle"),
+    ] + ([] if switch or stats.lag is None else [
+        ("lag (work order)", f"{stats.lag}" + ("" if args.lag is not None else " (chosen for this ring)")),
+    ]) + [
         ("frames per link" + (" (up)" if switch else ""), ", ".join(map(str, stats.frames_per_link))),
         ("bytes per link (frames" + (", up)" if switch else ")"), ", ".join(f"{b:,}" for b in stats.frame_bytes_per_link)),
         ("compression ratio", f"{stats.compression_ratio:.2f}"),
@@ -319,7 +322,9 @@ def main(argv=None) -> int:
                    help=f"datapath bits (default %(default)s; {NIC_WIDTHS[-1]}: the wide NIC, ring only)")
     d.add_argument("--link-gbps", type=float, default=80.0)
     d.add_argument("--clock-mhz", type=float, default=250.0)
-    d.add_argument("--lag", type=int, default=8, help="engine work order: packets of lead per phase")
+    d.add_argument("--lag", type=int, default=None,
+                   help="engine work order: packets of lead per phase (default: chosen for the ring, "
+                        "allreduce.chosen_lag; docs/collective_engine.md)")
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--inputs", nargs="+", help="one .npy per node instead of seeded random gradients")
     d.add_argument("--json", help="write the statistics here")

@@ -79,7 +79,7 @@ def allreduce_bench(results, args):
             "traffic_matches_model": st.traffic_matches_model, "frames_per_link": st.frames_per_link[0],
             "compression_ratio": round(st.compression_ratio, 3), "sim_seconds": round(st.sim_seconds, 1),
             "sim_cycles_per_second": round(st.cycles / st.sim_seconds),
-            "link_gbps": st.link_gbps, "link_latency_cycles": st.link_latency, "lag": 8, "packet": 256}
+            "link_gbps": st.link_gbps, "link_latency_cycles": st.link_latency, "lag": st.lag, "packet": 256}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=2) + "\n")      # after every case: long runs keep partial figures
     if (not args.sim or "verilator" in args.sim) and 4 in (args.nodes or [4]):

@@ -2,7 +2,9 @@
 """`make calibrate`: measure collectives on the RTL (Verilator) and fit the collective time model.
 
 A documented sweep of ring collectives through the RTL cluster (W = 512, 80 Gb/s links, 125 cycles per
-link, 250 MHz, P = 256), every result checked bit for bit against the golden model:
+link, 250 MHz, P = 256, LAG 8: the register's reset value, which the points were measured at; ``Cluster``
+otherwise chooses a lag per ring, ``allreduce.chosen_lag``), every result checked bit for bit against the
+golden model:
 
 * **fit**: N ∈ {2, 4, 8}, L ∈ {65,536, 262,144, 1,048,576}; codecs none, fp16, bfp8, bfp4 (bf16 moves
   the same bytes through the same datapath as fp16: it takes fp16's constants); ALLREDUCE, and
@@ -30,6 +32,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
+from contract.protocol import DEFAULT_LAG
 from host_driver.perf.collective_model import CALIBRATION, Setup, fit, key
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,7 +72,7 @@ def measure(setup: Setup) -> dict:
     rng = np.random.default_rng(setup.nodes * 7919 + setup.elements)
     x = [rng.standard_normal(setup.elements).astype(np.float32) for _ in range(setup.nodes)]
     switch = setup.algorithm == "switch"
-    cluster = Cluster(setup.nodes, "verilator", setup.width, setup.codec, packet=setup.packet,
+    cluster = Cluster(setup.nodes, "verilator", setup.width, setup.codec, packet=setup.packet, lag=DEFAULT_LAG,
                       link_gbps=setup.link_gbps, clock_mhz=setup.clock_mhz, link_latency=setup.link_latency,
                       algorithm=setup.algorithm, bench_nodes=SWITCH_BENCH if switch else None)
     got, st = cluster.collective(setup.op, x)

@@ -5,11 +5,13 @@ int32 addition, the wire codecs). The RTL collective engine and the model backen
 functions bit for bit.
 """
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from contract.enums import Codec, Collective, Dtype, PhaseKind, names
+from contract.protocol import DEFAULT_LAG
 from host_driver.models import numerics as nm
 
 #: element type names (``contract.enums.Dtype``)
@@ -204,6 +206,36 @@ def datapath_bound_cycles(nodes: int, elements: int, width: int = 512, packet: i
         full, rest = divmod(s.stop - s.start, packet)
         beats += full * -(-4 * packet // B) + -(-4 * rest // B)
     return beats
+
+
+#: Cycles a packet spends between two links beyond the link's own latency (the receiver's buffer and item
+#: check, decode, reduce, encode, transmit), as the W = 512 cluster shows it with 125-cycle links: at N = 4
+#: bfp8 (64-cycle keys) lag 4 does not cover a hop (0.87 of what binds) and lag 5 does (0.97); at N = 8
+#: (130-cycle keys) lag 2 does not (0.80) and lag 3 does (0.92). So a hop is 260 .. 320 cycles.
+NIC_HOP_CYCLES = 175
+#: the datapath binds when its bound is at least this share of the link's
+DATAPATH_BINDS = 0.95
+
+
+def chosen_lag(nodes: int, elements: int, codec: str, width: int, packet: int, link_bytes_per_cycle: float,
+               link_latency: int, op: str = "allreduce") -> int:
+    """The lag a ring collective should run with (register LAG; the NIC runs at most ``credits.max_lag``).
+
+    Where the NIC's datapath binds (its bound at least ``DATAPATH_BINDS`` of the ring's), a rank's reads and
+    its writes are offset by the time its first result takes to come round the ring, N - 1 hops of at least
+    ``lag`` keys each: the best lag is the smallest whose keys (a key: one packet of every phase, at the
+    binding rate) cover a hop of ``link_latency + NIC_HOP_CYCLES``. Where the link binds, it sends in every
+    phase, and a deeper lag keeps it busy while the ring fills: ``protocol.DEFAULT_LAG``."""
+    _check_op(op)
+    if nodes < 2:
+        return DEFAULT_LAG
+    ring = ring_bound_cycles(nodes, elements, link_bytes_per_cycle, codec, packet, op=op)
+    datapath = datapath_bound_cycles(nodes, elements, width, packet, op)
+    if datapath < DATAPATH_BINDS * ring:
+        return DEFAULT_LAG
+    keys = -(-Plan(nodes, elements, packet).chunk_elems // packet)
+    key_cycles = max(ring, datapath) / keys
+    return max(1, min(255, math.ceil((link_latency + NIC_HOP_CYCLES) / key_cycles)))
 
 
 @dataclass(frozen=True)

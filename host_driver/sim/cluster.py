@@ -157,6 +157,7 @@ class ClusterStats:
     out_of_order_dropped_per_rank: list = None
     corrupted_dropped_per_rank: list = None
     recovered: bool = None           # dead_rank: after the timeout and a link reset, the next collective was ok
+    lag: int = None                  # the ring: the lag the NICs ran (register LAG, at most credits.max_lag)
 
     @property
     def link_bytes_per_cycle(self) -> float:
@@ -199,7 +200,7 @@ class Cluster:
 
     def __init__(self, nodes: int, backend: str = "model", width: int = 512, codec: str = "none",
                  dtype: str = "fp32", packet: int = 256, link_gbps: float = 80.0, clock_mhz: float = 250.0,
-                 lag: int = 8, link_latency: int = 125, memory: dict = None, waves: bool = False,
+                 lag: int = None, link_latency: int = 125, memory: dict = None, waves: bool = False,
                  workdir=None, bench_nodes: int = None, capture: bool = False, algorithm: str = "ring",
                  faults=None, window: int = DEFAULT_WINDOW, jobs: int = 1,
                  retransmit_timeout: int = RETRANSMIT_TIMEOUT, deadline: int = DEADLINE, fabric: str = None,
@@ -219,8 +220,9 @@ class Cluster:
         q = packet_quantum(width)
         if not (isinstance(packet, int) and 16 <= packet <= MAX_P and packet % q == 0):
             raise ValueError(f"packet must be a multiple of {q} in 16 .. {MAX_P} at W = {width}, got {packet!r}")
-        if isinstance(lag, bool) or not isinstance(lag, int) or not 1 <= lag <= 255:
-            raise ValueError(f"lag must be an int in 1 .. 255, got {lag!r}")
+        if lag is not None and (isinstance(lag, bool) or not isinstance(lag, int) or not 1 <= lag <= 255):
+            raise ValueError(f"lag must be None (chosen per run: allreduce.chosen_lag) or an int in 1 .. 255, "
+                             f"got {lag!r}")
         if not link_gbps > 0 or not clock_mhz > 0:
             raise ValueError("link_gbps and clock_mhz must be positive")
         if isinstance(link_latency, bool) or not isinstance(link_latency, int) or not 0 <= link_latency <= 60000:
@@ -279,7 +281,15 @@ class Cluster:
             raise ValueError(f"bench_nodes must be in {nodes} .. {MAX_CLUSTER_NODES}, got {bench_nodes!r}")
         self.codec, self.dtype, self.packet = codec, dtype, packet
         self.link_gbps, self.clock_mhz = link_gbps, clock_mhz
-        self.lag = lag
+        self.lag = lag                  # None: allreduce.chosen_lag for each run (lag_for)
+
+    def lag_for(self, elements: int, op: str = "allreduce") -> int:
+        """Register LAG for a run of ``elements`` per rank: the ``lag`` given, or the one
+        :func:`allreduce.chosen_lag` picks for this ring (the NIC runs at most ``credits.max_lag`` of it)."""
+        if self.lag is not None:
+            return self.lag
+        return ar.chosen_lag(self.nodes, elements, self.codec, self.width, self.packet,
+                             self.link_gbps * 1e9 / 8 / (self.clock_mhz * 1e6), self.link_latency, op)
 
     def _inputs(self, arrays):
         arrays = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
@@ -328,7 +338,7 @@ class Cluster:
         reporting at least as much. The ranks are interleaved round-robin."""
         plan, sends = ar.ring_traffic(self._inputs(arrays), self.codec, self.dtype, self.packet, op)
         by_item = {(s.src, s.step, (s.offset - plan.chunk(s.chunk).start) // self.packet): s for s in sends}
-        lag = cr.effective_lag(self.lag, self.nodes, self.packet)       # what the NIC runs
+        lag = cr.effective_lag(self.lag_for(plan.elements, op), self.nodes, self.packet)   # what the NIC runs
         n = self.nodes
         order = []
         for r in range(n):
@@ -469,6 +479,7 @@ class Cluster:
                              link_latency=self.link_latency if self.backend != "model" else 0)
         stats.bound_cycles = ar.ring_bound_cycles(n, plan.elements, stats.link_bytes_per_cycle, self.codec,
                                                   self.packet, HEADER + WIRE_EXTRA, op)
+        stats.lag = cr.effective_lag(self.lag_for(plan.elements, op), n, self.packet)
         return stats
 
     # -- in-network aggregation --------------------------------------------------------------------------
@@ -573,7 +584,7 @@ class Cluster:
         np.save(work / "inputs.npy", inputs.view(np.float32 if self.dtype == "fp32" else np.int32))
         job = {"nodes": n, "width": self.width, "op": op, "codec": self.codec, "dtype": self.dtype,
                "packet": self.packet,
-               "lag": self.lag, "elements": L, "link_latency": self.link_latency,
+               "lag": self.lag_for(L, op), "elements": L, "link_latency": self.link_latency,
                "link_rate": link_rate_fixed(self.link_gbps, self.clock_mhz), "memory": self.memory,
                "inputs": str(work / "inputs.npy"), "outputs": str(work / "out"), "capture": self.capture,
                "stage_trace": self.trace_stages,

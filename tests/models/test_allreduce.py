@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from contract.enums import Codec, names
+from contract.protocol import DEFAULT_LAG
 from host_driver.models import allreduce as ar
 from host_driver.models import numerics as nm
 
@@ -199,3 +200,37 @@ def test_datapath_bound_counts_every_packets_beats():
     assert ar.datapath_bound_cycles(3, 100, 512, 16) == 7
     with pytest.raises(ValueError, match="op must be one of"):
         ar.datapath_bound_cycles(4, 1000, op="broadcast")
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 8, 16])
+@pytest.mark.parametrize("codec", names(Codec))
+@pytest.mark.parametrize("width", [64, 512, 1024])
+@pytest.mark.parametrize("latency", [0, 125, 1000])
+def test_chosen_lag_covers_a_hop_where_the_datapath_binds(n, codec, width, latency):
+    """Where the datapath binds, the chosen lag is the smallest whose keys cover a hop (lag - 1 of them do
+    not); where the link binds, it is LAG's reset value."""
+    L, P, B = 1 << 20, 256, 40.0
+    lag = ar.chosen_lag(n, L, codec, width, P, B, latency)
+    ring = ar.ring_bound_cycles(n, L, B, codec, P)
+    datapath = ar.datapath_bound_cycles(n, L, width, P)
+    if datapath < ar.DATAPATH_BINDS * ring:
+        assert lag == DEFAULT_LAG
+        return
+    key = max(ring, datapath) / (ar.Plan(n, L, P).chunk_elems // P)
+    hop = latency + ar.NIC_HOP_CYCLES
+    assert 1 <= lag <= 255 and lag * key >= hop
+    assert lag == 1 or (lag - 1) * key < hop
+
+
+def test_chosen_lag_at_the_measured_points():
+    """The measured rings (docs/collective_engine.md, W = 512, 125-cycle links, 1M): bfp8 and bfp4 run lag 5
+    at N = 4 and 3 at N = 8 (the smallest measured to cover a hop); the link-bound codecs, and every codec on
+    the wide NIC, keep LAG's reset value 8."""
+    pick = lambda n, codec, width=512: ar.chosen_lag(n, 1 << 20, codec, width, 256, 40.0, 125)
+    assert [pick(4, c) for c in ("bfp8", "bfp4")] == [5, 5]
+    assert [pick(8, c) for c in ("bfp8", "bfp4")] == [3, 3]
+    assert {pick(n, c) for n in (4, 8) for c in ("none", "fp16", "bf16")} == {DEFAULT_LAG}
+    assert {pick(4, c, 1024) for c in names(Codec)} == {DEFAULT_LAG}
+    assert pick(1, "bfp8") == DEFAULT_LAG
+    with pytest.raises(ValueError):
+        ar.chosen_lag(4, 1 << 20, "bfp8", 512, 256, 40.0, 125, op="broadcast")

@@ -60,11 +60,24 @@ def test_capture_fields(tmp_path):
     ({"nodes": 4, "width": 1024, "packet": 48}, ValueError, "multiple of 32 in 16 .. 1024 at W = 1024"),
     ({"nodes": 4, "width": 1024, "algorithm": "switch"}, ValueError, "on the ring fabric only"),
     ({"nodes": 4, "link_latency": -1}, ValueError, "link_latency"),
+    ({"nodes": 4, "lag": 0}, ValueError, "lag must be None"),
+    ({"nodes": 4, "lag": True}, ValueError, "lag must be None"),
     ({"nodes": 4, "bench_nodes": 3}, ValueError, "bench_nodes"),
 ])
 def test_bad_arguments(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         Cluster(**kwargs)
+
+
+def test_lag_is_chosen_per_ring_unless_given():
+    """Without ``lag`` each run gets allreduce.chosen_lag's (capped by the receive credits, as the NIC caps
+    it: the model's stats report what the NIC runs); a given lag is kept."""
+    x = [np.ones(1 << 20, np.float32)] * 8
+    auto = Cluster(8, codec="bfp8")
+    assert auto.lag_for(1 << 20) == 3
+    assert auto.allreduce(x)[1].lag == 3
+    assert Cluster(8, codec="none").allreduce(x)[1].lag == 7        # 8, and credits.max_lag(8, 256) is 7
+    assert Cluster(8, codec="bfp8", lag=2).allreduce(x)[1].lag == 2
 
 
 def test_bad_arrays():
