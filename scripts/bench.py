@@ -39,26 +39,24 @@ RUNS = [  # (top, cocotb module, test filter)
 
 
 def allreduce_bench(results, args):
-    """All-reduce of L fp32 per rank through the RTL cluster (W = 512, 80 Gb/s links, 1 µs per hop): cycles
-    against the ring bound and the datapath bound (``binding_efficiency``: the larger of the two / cycles),
-    each stage's busy share on rank 0 (the stage trace), checked bit for bit against the golden model;
-    simulation speed. Verilator runs
-    every (N, codec), and every codec at N = 4 on the wide NIC (W = 1024, docs/collective_engine.md, "The wide
-    datapath"); Icarus one small case for its speed."""
+    """Ring collectives of L fp32 per rank through the RTL cluster (W = 512, 80 Gb/s links of 125 cycles, the
+    lag ``Cluster`` chooses): cycles against the ring bound and the datapath bound (``binding_efficiency``:
+    the larger of the two / cycles), each stage's busy share on rank 0 (the stage trace), checked bit for bit
+    against the golden model; simulation speed. Verilator runs every (collective, N, codec) — REDUCE_SCATTER
+    and ALLGATHER alone too — and every codec's all-reduce at N = 4 on the wide NIC (W = 1024,
+    docs/collective_engine.md, "The wide datapath"); Icarus one small case for its speed."""
     import numpy as np
 
     from host_driver.sim.cluster import MODEL_OPS, Cluster
     res = results.setdefault("allreduce", {})
     W = args.width
-    cases = [("verilator", "allreduce", n, codec, args.elements, W) for n in (args.nodes or [4, 8])
-             for codec in (args.codec or names(Codec))]
-    # either half alone, at N = 4
-    cases += [("verilator", op, 4, codec, args.elements, W) for op in ("reduce_scatter", "allgather")
-              for codec in ("none", "bfp8") if 4 in (args.nodes or [4]) and codec in (args.codec or names(Codec))]
+    ops, nodes, codecs = args.op or ["allreduce", "reduce_scatter", "allgather"], args.nodes or [4, 8], args.codec or names(Codec)
+    # every collective (either half alone too), N and codec
+    cases = [("verilator", op, n, codec, args.elements, W) for op in ops for n in nodes for codec in codecs]
     # the wide NIC, every codec at N = 4
-    if W != WIDE_WIDTH and 4 in (args.nodes or [4]):
-        cases += [("verilator", "allreduce", 4, codec, args.elements, WIDE_WIDTH) for codec in (args.codec or names(Codec))]
-    if not args.sim or "icarus" in args.sim:
+    if W != WIDE_WIDTH and 4 in nodes and "allreduce" in ops:
+        cases += [("verilator", "allreduce", 4, codec, args.elements, WIDE_WIDTH) for codec in codecs]
+    if (not args.sim or "icarus" in args.sim) and "allreduce" in ops:
         cases.append(("icarus", "allreduce", 4, "bfp8", 16384, W))
     for sim, op, n, codec, L, width in cases:
         if args.sim and sim not in args.sim:
@@ -82,7 +80,9 @@ def allreduce_bench(results, args):
             "link_gbps": st.link_gbps, "link_latency_cycles": st.link_latency, "lag": st.lag, "packet": 256}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=2) + "\n")      # after every case: long runs keep partial figures
-    if (not args.sim or "verilator" in args.sim) and 4 in (args.nodes or [4]):
+    if args.op:         # only these collectives of the ring
+        return
+    if (not args.sim or "verilator" in args.sim) and 4 in nodes:
         demo_bench(results, args)
     if not args.sim or "verilator" in args.sim:
         switch_bench(results, args)
@@ -406,6 +406,9 @@ def main(argv=None) -> int:
     ap.add_argument("--nodes", type=int, action="append", help="all-reduce: ranks (default 4 and 8)")
     ap.add_argument("--elements", type=int, default=1 << 20, help="all-reduce: fp32 elements per rank")
     ap.add_argument("--codec", action="append", help="all-reduce: only this codec (repeatable)")
+    ap.add_argument("--op", action="append", choices=["allreduce", "reduce_scatter", "allgather"],
+                    help="all-reduce benchmark: only this ring collective (repeatable; skips the demo and "
+                         "switch runs that follow it)")
     ap.add_argument("--ring-faults", action="store_true",
                     help="only the ring over lossy links: the loss sweep, the soak and the link's resources")
     ap.add_argument("--soak", type=int, default=1000, help="ring: fault-injected runs in the soak (0: none)")
@@ -448,7 +451,7 @@ def main(argv=None) -> int:
             switch_bench(results, args)
     elif not args.no_sim and not args.no_allreduce:
         allreduce_bench(results, args)
-        if not args.sim or "verilator" in args.sim:
+        if (not args.sim or "verilator" in args.sim) and not args.op:
             ring_loss_bench(results, args)
             if args.soak:
                 soak_bench(results, args)

@@ -208,23 +208,28 @@ def datapath_bound_cycles(nodes: int, elements: int, width: int = 512, packet: i
     return beats
 
 
-#: Cycles a packet spends between two links beyond the link's own latency (the receiver's buffer and item
-#: check, decode, reduce, encode, transmit), as the W = 512 cluster shows it with 125-cycle links: at N = 4
-#: bfp8 (64-cycle keys) lag 4 does not cover a hop (0.87 of what binds) and lag 5 does (0.97); at N = 8
-#: (130-cycle keys) lag 2 does not (0.80) and lag 3 does (0.92). So a hop is 260 .. 320 cycles.
-NIC_HOP_CYCLES = 175
+#: Cycles a packet spends in a NIC on its way round the ring, from its frame's arrival to the first byte of
+#: the frame it goes on in, beyond the network's own latency (store-and-forward of the frame on either side,
+#: receive, decode, reduce, encode, transmit). The W = 512 cluster at 125-cycle links (a hop is two of them,
+#: NIC -> Ethernet switch -> NIC: 250 cycles) shows a hop of 260 .. 320 cycles in all: at N = 4 bfp8
+#: (64-cycle keys) lag 4 does not cover it (0.87 of what binds) and lag 5 does (0.97); at N = 8 (130-cycle
+#: keys) lag 2 does not (0.80) and lag 3 does (0.92). A 2-rank ring at lag 1 times one: 298 cycles from a
+#: frame's first byte leaving rank 1 to the first byte of the frame rank 0 sends on (docs/collective_engine.md).
+NIC_HOP_CYCLES = 50
 #: the datapath binds when its bound is at least this share of the link's
 DATAPATH_BINDS = 0.95
 
 
 def chosen_lag(nodes: int, elements: int, codec: str, width: int, packet: int, link_bytes_per_cycle: float,
-               link_latency: int, op: str = "allreduce") -> int:
+               hop_latency: int, op: str = "allreduce") -> int:
     """The lag a ring collective should run with (register LAG; the NIC runs at most ``credits.max_lag``).
+    ``hop_latency``: the network's cycles from one NIC to the next (the cluster harness: two links, NIC ->
+    Ethernet switch -> NIC).
 
     Where the NIC's datapath binds (its bound at least ``DATAPATH_BINDS`` of the ring's), a rank's reads and
     its writes are offset by the time its first result takes to come round the ring, N - 1 hops of at least
     ``lag`` keys each: the best lag is the smallest whose keys (a key: one packet of every phase, at the
-    binding rate) cover a hop of ``link_latency + NIC_HOP_CYCLES``. Where the link binds, it sends in every
+    binding rate) cover a hop of ``hop_latency + NIC_HOP_CYCLES``. Where the link binds, it sends in every
     phase, and a deeper lag keeps it busy while the ring fills: ``protocol.DEFAULT_LAG``."""
     _check_op(op)
     if nodes < 2:
@@ -235,7 +240,7 @@ def chosen_lag(nodes: int, elements: int, codec: str, width: int, packet: int, l
         return DEFAULT_LAG
     keys = -(-Plan(nodes, elements, packet).chunk_elems // packet)
     key_cycles = max(ring, datapath) / keys
-    return max(1, min(255, math.ceil((link_latency + NIC_HOP_CYCLES) / key_cycles)))
+    return max(1, min(255, math.ceil((hop_latency + NIC_HOP_CYCLES) / key_cycles)))
 
 
 @dataclass(frozen=True)
