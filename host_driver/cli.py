@@ -265,7 +265,7 @@ def _demo(args) -> int:
         print(f"  {k:<34} {v}")
     if stats.stage_trace:
         from host_driver.sim.stage_trace import table
-        print(f"ainic demo: where rank 0's cycles went (docs/collective_engine.md, \"Where the cycles go\"):")
+        print("ainic demo: where rank 0's cycles went (docs/collective_engine.md, \"Where the cycles go\"):")
         print(table(stats.stage_trace[0]))
     if args.json:
         with open(args.json, "w") as fh:
