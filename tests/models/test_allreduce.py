@@ -232,5 +232,9 @@ def test_chosen_lag_at_the_measured_points():
     assert {pick(n, c) for n in (4, 8) for c in ("none", "fp16", "bf16")} == {DEFAULT_LAG}
     assert {pick(4, c, 1024) for c in names(Codec)} == {DEFAULT_LAG}
     assert pick(1, "bfp8") == DEFAULT_LAG
+    # a chunk shorter than the default lag's fill keeps it: 4 x 16K (16 packets a chunk, fewer than 8 x 3)
+    # and 8 x 64K (32, fewer than 8 x 7); 4 x 64K and 8 x 256K take the covering lag
+    small = lambda n, L: ar.chosen_lag(n, L, "bfp8", 512, 256, 40.0, 250)
+    assert [small(4, 1 << 14), small(8, 1 << 16), small(4, 1 << 16), small(8, 1 << 18)] == [DEFAULT_LAG, DEFAULT_LAG, 5, 3]
     with pytest.raises(ValueError):
         ar.chosen_lag(4, 1 << 20, "bfp8", 512, 256, 40.0, 250, op="broadcast")
