@@ -23,6 +23,7 @@ from contract.limits import WIDE_WIDTH
 from hdl.flow.export import build_dir
 from hdl.flow.synth import resource_summary
 from hdl.flow.toolchain import SIMULATORS
+from host_driver.models.allreduce import OPS
 from host_driver.sim.runner import run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +51,7 @@ def allreduce_bench(results, args):
     from host_driver.sim.cluster import MODEL_OPS, Cluster
     res = results.setdefault("allreduce", {})
     W = args.width
-    ops, nodes, codecs = args.op or ["allreduce", "reduce_scatter", "allgather"], args.nodes or [4, 8], args.codec or names(Codec)
+    ops, nodes, codecs = args.op or OPS, args.nodes or [4, 8], args.codec or names(Codec)
     # every collective (either half alone too), N and codec
     cases = [("verilator", op, n, codec, args.elements, W) for op in ops for n in nodes for codec in codecs]
     # the wide NIC, every codec at N = 4
@@ -404,7 +405,7 @@ def main(argv=None) -> int:
     ap.add_argument("--nodes", type=int, action="append", help="all-reduce: ranks (default 4 and 8)")
     ap.add_argument("--elements", type=int, default=1 << 20, help="all-reduce: fp32 elements per rank")
     ap.add_argument("--codec", action="append", help="all-reduce: only this codec (repeatable)")
-    ap.add_argument("--op", action="append", choices=["allreduce", "reduce_scatter", "allgather"],
+    ap.add_argument("--op", action="append", choices=OPS,
                     help="all-reduce benchmark: only this ring collective (repeatable; skips the demo and "
                          "switch runs that follow it)")
     ap.add_argument("--ring-faults", action="store_true",

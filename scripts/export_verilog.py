@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from contract.limits import WIDE_WIDTH
 from hdl.flow.export import verilog_dir
 from hdl.flow.integration import SWITCH_DEFAULT, export_nic_top, export_switch_top
-from contract.limits import WIDE_WIDTH
 from hdl.flow.tops import EXPORT_WIDTHS, TOPS, export
 
 

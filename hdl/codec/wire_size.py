@@ -4,12 +4,13 @@ from amaranth import Signal
 
 from contract.enums import Codec
 from contract.protocol import BFP_BLOCK, bfp_block_bytes
+from hdl.codec.bfp import group_blocks
 
 
 def chunk_bytes(width: int) -> int:
     """The most bytes any codec hands the gearboxes per step at width W: W/16 bytes of fp16/bf16 per
     fp32 beat, or a beat's group of 17-byte bfp8 records (one below W = 1024)."""
-    return max(width // 16, max(1, width // (32 * BFP_BLOCK)) * bfp_block_bytes(Codec.bfp8))
+    return max(width // 16, group_blocks(width) * bfp_block_bytes(Codec.bfp8))
 
 
 def payload_bytes(m, codec, count, name="payload_bytes"):

@@ -237,7 +237,7 @@ def chosen_lag(nodes: int, elements: int, codec: str, width: int, packet: int, l
     _check_op(op)
     if nodes < 2:
         return DEFAULT_LAG
-    keys = -(-Plan(nodes, elements, packet).chunk_elems // packet)
+    keys = Plan(nodes, elements, packet).chunk_elems // packet       # packets a chunk (K is a multiple of P)
     if keys < DEFAULT_LAG * (nodes - 1):
         return DEFAULT_LAG          # a chunk shorter than the default lag's fill: the run is all start and end
     ring = ring_bound_cycles(nodes, elements, link_bytes_per_cycle, codec, packet, op=op)

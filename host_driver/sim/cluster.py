@@ -58,9 +58,14 @@ WIRE_EXTRA = WIRE_OVERHEAD_BYTES    # FCS, preamble + SFD, inter-frame gap: what
 MODEL_OPS = {"allreduce": ar.allreduce, "reduce_scatter": ar.reduce_scatter, "allgather": ar.allgather}
 
 
+def bytes_per_cycle(link_gbps: float, clock_mhz: float) -> float:
+    """A link's bytes per clock cycle."""
+    return link_gbps * 1e9 / 8 / (clock_mhz * 1e6)
+
+
 def link_rate_fixed(link_gbps: float, clock_mhz: float) -> int:
     """Bytes per cycle in the link model's 8.8 fixed point."""
-    return round(link_gbps * 1e9 / 8 / (clock_mhz * 1e6) * 256)
+    return round(bytes_per_cycle(link_gbps, clock_mhz) * 256)
 
 
 def rank_mac(r: int) -> str:
@@ -161,7 +166,7 @@ class ClusterStats:
 
     @property
     def link_bytes_per_cycle(self) -> float:
-        return self.link_gbps * 1e9 / 8 / (self.clock_mhz * 1e6)
+        return bytes_per_cycle(self.link_gbps, self.clock_mhz)
 
     raw_bytes_per_link: list = field(default_factory=list)    # the same elements as fp32/int32
     stage_trace: list = None         # ring on an RTL backend with stage_trace: per rank, stage_trace.summarise
@@ -290,7 +295,11 @@ class Cluster:
             return self.lag
         hop = 2 * self.link_latency         # NIC -> Ethernet switch -> NIC: two links (the harness's ring)
         return ar.chosen_lag(self.nodes, elements, self.codec, self.width, self.packet,
-                             self.link_gbps * 1e9 / 8 / (self.clock_mhz * 1e6), hop, op)
+                             self.link_bytes_per_cycle, hop, op)
+
+    @property
+    def link_bytes_per_cycle(self) -> float:
+        return bytes_per_cycle(self.link_gbps, self.clock_mhz)
 
     def _inputs(self, arrays):
         arrays = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
@@ -486,7 +495,7 @@ class Cluster:
     # -- in-network aggregation --------------------------------------------------------------------------
     def _switch_run(self, x, record=False):
         return inn.simulate(x, self.codec, self.dtype, self.packet, self.window, self.faults,
-                            link_bytes_per_cycle=self.link_gbps * 1e9 / 8 / (self.clock_mhz * 1e6),
+                            link_bytes_per_cycle=self.link_bytes_per_cycle,
                             latency=self.link_latency, timeout=self.retransmit_timeout, deadline=self.deadline,
                             jobs=self.job_ranks(), record=record)
 
