@@ -8,6 +8,8 @@ every other layer may depend on it and it depends on none of them (docs/contribu
 * :mod:`contract.protocol` -- frame and header sizes, the header field lists the scapy layer and the RTL
   layouts are both derived from, packet limits, bytes on the wire per codec.
 * :mod:`contract.limits` -- data widths, rank and node limits.
+* :mod:`contract.collective` -- the one check of a collective's parameters (``ainic demo``, ``ainic model``,
+  the cluster harness).
 * :mod:`contract.regmap` -- the register map (generates the RTL block, driver constants, docs, C header).
 * :mod:`contract.descriptors` -- descriptor and completion formats, status meanings, the descriptor checks.
 * :mod:`contract.credits` -- the receive-credit rules.

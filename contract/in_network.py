@@ -17,6 +17,9 @@ from dataclasses import dataclass
 SWITCH_RANK = 0xFFFF
 #: ports of an aggregation switch
 MIN_SWITCH_PORTS, MAX_SWITCH_PORTS = 2, 16
+#: the switch ``make verilog`` and ``ainic verilog`` build as ``ainic_switch.v`` (docs/integration.md): 4 ports, a
+#: pool of 64 slots of up to 256 elements
+SWITCH_DEFAULT = {"ports": 4, "pool_slots": 64, "max_packet": 256}
 #: workers of one job (the bitmap of a slot set has one bit per worker)
 MAX_JOB_WORKERS = 16
 #: jobs one aggregation switch holds at once (its job table's entries)

@@ -473,6 +473,9 @@ def main(argv=None) -> int:
     worst = min((blk["fp32_beats_per_cycle"] for sim in SIMULATORS for blk in results.get(sim, {}).values()
                  if blk.get("fp32_beats_per_cycle") is not None), default=None)
     print(f"bench: lowest fp32-side beats per cycle over long streams: {worst}")
+    if args.out == ROOT / "results" / "bench.json":     # the README's and the docs' figures from it
+        from scripts import gen_docs
+        gen_docs.main([])
     return 0
 
 

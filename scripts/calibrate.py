@@ -2,9 +2,8 @@
 """`make calibrate`: measure collectives on the RTL (Verilator) and fit the collective time model.
 
 A documented sweep of ring collectives through the RTL cluster (W = 512, 80 Gb/s links, 125 cycles per
-link, 250 MHz, P = 256, LAG 8: the register's reset value, which the points were measured at; ``Cluster``
-otherwise chooses a lag per ring, ``allreduce.chosen_lag``), every result checked bit for bit against the
-golden model:
+link, 250 MHz, P = 256, the lag ``Cluster`` chooses for each ring, ``allreduce.chosen_lag``, as ``ainic demo``
+and ``make bench`` run it), every result checked bit for bit against the golden model:
 
 * **fit**: N ∈ {2, 4, 8}, L ∈ {65,536, 262,144, 1,048,576}; codecs none, fp16, bfp8, bfp4 (bf16 moves
   the same bytes through the same datapath as fp16: it takes fp16's constants); ALLREDUCE, and
@@ -16,7 +15,8 @@ golden model:
   at L = 524,288; the same codecs.
 
 Writes ``host_driver/perf/calibration.json`` (the points, the fitted constants per collective, versioned
-with the code), ``results/model_error.json`` (prediction against measurement on every point, with the error;
+with the code, and the digest of the RTL they were measured on, ``hdl.flow.deps.timing_digest``: ``ainic
+model`` warns when the RTL differs), ``results/model_error.json`` (prediction against measurement on every point, with the error;
 the largest held-out one must stay within 5 %) and ``results/model_calibration.png``. ``--reuse`` refits
 from the points already in the calibration file without simulating; ``--algorithm ring|switch`` measures
 one algorithm's sweep and keeps the file's points of the other.
@@ -28,18 +28,20 @@ import json
 import os
 import subprocess
 import sys
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict
 from pathlib import Path
 
-from contract.protocol import DEFAULT_LAG
+from contract import collective
+from hdl.flow.deps import timing_digest
+from hdl.flow.export import build_dir
 from host_driver.perf.collective_model import CALIBRATION, Setup, fit, key
 
 ROOT = Path(__file__).resolve().parent.parent
 FIT_NODES, FIT_ELEMENTS = (2, 4, 8), (1 << 16, 1 << 18, 1 << 20)
 #: (nodes, elements) never used by the fit
 HELD = [(3, 1 << 17), (3, 1 << 20), (4, 1 << 19), (8, 1 << 19)]
-OPS = ("allreduce", "reduce_scatter", "allgather")
+OPS = collective.OPS
 #: bf16 takes fp16's constants (collective_model.SAME_TIMING)
 CODECS = ("none", "fp16", "bfp8", "bfp4")
 #: the switch: one 4-port bench runs every N (a smaller job on a larger bench: one build)
@@ -72,27 +74,45 @@ def measure(setup: Setup) -> dict:
     rng = np.random.default_rng(setup.nodes * 7919 + setup.elements)
     x = [rng.standard_normal(setup.elements).astype(np.float32) for _ in range(setup.nodes)]
     switch = setup.algorithm == "switch"
-    cluster = Cluster(setup.nodes, "verilator", setup.width, setup.codec, packet=setup.packet, lag=DEFAULT_LAG,
+    cluster = Cluster(setup.nodes, "verilator", setup.width, setup.codec, packet=setup.packet,
                       link_gbps=setup.link_gbps, clock_mhz=setup.clock_mhz, link_latency=setup.link_latency,
                       algorithm=setup.algorithm, bench_nodes=SWITCH_BENCH if switch else None)
     got, st = cluster.collective(setup.op, x)
     want = cluster.golden(x) if switch else MODEL_OPS[setup.op](x, setup.codec, "fp32", setup.packet)
     if not np.array_equal(got.view(np.uint32), want.view(np.uint32)):
         raise RuntimeError(f"{setup}: the RTL's result is not the golden model's")
-    return {"cycles": int(st.cycles), "sim_seconds": round(st.sim_seconds, 1)}
+    return {"cycles": int(st.cycles), "lag": st.lag, "sim_seconds": round(st.sim_seconds, 1)}
 
 
-def _measure_all(todo, workers):
+def _measure_all(todo, workers, journal: Path, digest: str):
     """Measure in parallel, one simulation per worker. The first collective of each N runs first, one per
-    worker, so that each cluster is built once and no worker waits on another's build; the rest follow."""
+    worker, so that each cluster is built once and no worker waits on another's build; the rest follow.
+    Each point is appended to ``journal`` (JSON lines) as it completes, with the RTL's digest: an interrupted
+    sweep run again on the same RTL measures only what it lacks."""
     setups = [s for s, _ in todo]
+    done = {}
+    if journal.exists():
+        for line in journal.read_text().splitlines():
+            p = json.loads(line)
+            if p.pop("rtl_digest") == digest:
+                done[json.dumps(p.pop("setup"), sort_keys=True)] = p
+    got = {i: done[k] for i, s in enumerate(setups) if (k := json.dumps(asdict(s), sort_keys=True)) in done}
+    if got:
+        print(f"calibrate: {len(got)} points from {journal} (same RTL)", flush=True)
     firsts = {}
     for i, s in enumerate(setups):
-        firsts.setdefault(SWITCH_BENCH if s.algorithm == "switch" else s.nodes, i)
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        got = dict(zip(firsts.values(), pool.map(measure, [setups[i] for i in firsts.values()])))
-        rest = [i for i in range(len(setups)) if i not in got]
-        got.update(zip(rest, pool.map(measure, [setups[i] for i in rest])))
+        if i not in got:
+            firsts.setdefault(SWITCH_BENCH if s.algorithm == "switch" else s.nodes, i)
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    with ProcessPoolExecutor(max_workers=workers) as pool, open(journal, "a") as log:
+        for wave in (list(firsts.values()), [i for i in range(len(setups)) if i not in got and i not in firsts.values()]):
+            futures = {pool.submit(measure, setups[i]): i for i in wave}
+            for f in as_completed(futures):
+                i = futures[f]
+                got[i] = f.result()
+                log.write(json.dumps({"setup": asdict(setups[i]), "rtl_digest": digest, **got[i]}) + "\n")
+                log.flush()
+                print(f"calibrate: {len(got)}/{len(setups)} {setups[i]}: {got[i]['cycles']:,} cycles", flush=True)
     return [got[i] for i in range(len(setups))]
 
 
@@ -112,8 +132,9 @@ def main(argv=None) -> int:
             if args.algorithm and CALIBRATION.exists() else []
         todo = sweep(measured)
         print(f"calibrate: {len(todo)} collectives on Verilator ...", flush=True)
-        got = _measure_all(todo, args.workers)
-        points = kept + [{**asdict(s), "role": role, **m} for (s, role), m in zip(todo, got)]
+        digest = timing_digest()
+        got = _measure_all(todo, args.workers, build_dir() / "calibrate_points.jsonl", digest)
+        points = kept + [{**asdict(s), "role": role, **m, "rtl_digest": digest} for (s, role), m in zip(todo, got)]
     setups = [(Setup(**{k: p[k] for k in Setup.__dataclass_fields__}), p) for p in points]
     constants = {}
     for k in sorted({key(s) for s, _ in setups}):
@@ -130,8 +151,10 @@ def main(argv=None) -> int:
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                      text=True).stdout.strip(),
+            # the RTL every point was measured on (None: points of different RTL, a partial re-measure)
+            "rtl_digest": digests.pop() if len(digests := {p.get("rtl_digest") for p in points}) == 1 else None,
             "setup": "ring and switch on the RTL cluster, Verilator, W = 512, 80 Gb/s, 250 MHz, 125 cycles a "
-                     "link, P = 256",
+                     "link, P = 256, the lag chosen per ring",
             "held_out_max_abs_error": worst, "limit": LIMIT}
     CALIBRATION.write_text(json.dumps({"meta": meta, "constants": {k: asdict(c) for k, c in constants.items()},
                                        "points": points}, indent=1) + "\n")
@@ -141,6 +164,9 @@ def main(argv=None) -> int:
     predicted_vs_measured(rows, args.out.parent / "model_calibration.png")
     print(f"calibrate: {len(held)} held-out points, largest error {worst:.2%} (limit {LIMIT:.0%}); "
           f"wrote {CALIBRATION.relative_to(ROOT)} and {args.out}")
+    if args.out == ROOT / "results" / "model_error.json":      # the docs' and the README's accuracy figures
+        from scripts import gen_docs
+        gen_docs.main([])
     return 0 if worst <= LIMIT else 1
 
 

@@ -10,7 +10,8 @@
   after packing that it does not fit, and its largest blocks alone; the report gives the achieved Fmax,
   the utilisation and the critical path (from the router's timing report). Goal: 150 MHz.
 
-Writes ``results/report.json`` (each result as it comes) and prints the tables of docs/hardware.md;
+Writes ``results/report.json`` (each result as it comes), then the tables of docs/ and the README's figures
+(``scripts/gen_docs.py``);
 ``--only xilinx|ecp5`` runs one half; the syntheses run in parallel, one a core (``--jobs``). Long: the NIC
 at W = 512 and the switch take 15 to 25 minutes of Yosys each, the place and route tens of minutes.
 """
@@ -83,38 +84,6 @@ JOBS = [(xilinx, "nic_w1024"), (ecp5, "nic_w64"), (xilinx, "nic_w512"), (xilinx,
 
 
 #: what each synthesised top is, for the table
-TOPS = {"nic_w64": "NIC, W = 64", "nic_w512": "NIC, W = 512", "nic_w1024": "NIC, W = 1024 (the wide configuration)",
-        "switch_p8_w64": "aggregation switch, 8 ports, W = 64"}
-
-
-def table(results: dict) -> str:
-    """The report as the Markdown tables of docs/hardware.md."""
-    out = ["| top | LUTs | FFs | CARRY4 | LUTRAM | BRAM (RAMB18) | DSP | share of a U280 (LUT / FF / BRAM) |",
-           "|---|---|---|---|---|---|---|---|"]
-    xil = results.get("synth_xilinx", {})
-    for key in sorted(xil, key=lambda k: list(TOPS).index(k) if k in TOPS else len(TOPS)):
-        r, sh = xil[key], xil[key]["u280_share"]
-        out.append(f"| {TOPS.get(key, key)} | {r['luts']:,} | {r['ffs']:,} | {r['carry4']:,} | {r['lutram']:,} | "
-                   f"{r['bram']:,} | {r['dsp']:,} | {sh['luts']:.1%} / {sh['ffs']:.1%} / {sh['bram']:.1%} |")
-    ecp = results.get("ecp5", {})
-    if ecp:
-        out += ["", "| top (LFE5U-85F, out of context) | Fmax (MHz) | LUT4 | FF | DP16KD | critical path (source → sink) |",
-                "|---|---|---|---|---|---|"]
-    for key, e in ecp.items():
-        if "error" in e:
-            need = e.get("lut4")
-            why = (f"does not fit: {need['used']:,} LUT4s of {need['available']:,}" if need and not e.get("fits")
-                   else "failed: see results/report.json")
-            out.append(f"| {e['top']} | {why} | | | | |")
-            continue
-        u, cp = e.get("utilization", {}), e.get("critical_path", {})
-        fmax = ", ".join(f"{v}" for v in e["fmax_mhz"].values())
-        out.append(f"| {e['top']} | {fmax} | {u.get('TRELLIS_COMB', {}).get('used', 0):,} | "
-                   f"{u.get('TRELLIS_FF', {}).get('used', 0):,} | {u.get('DP16KD', {}).get('used', 0):,} | "
-                   f"`{cp.get('source', '')}` → `{cp.get('sink', '')}` |")
-    return "\n".join(out)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=["xilinx", "ecp5"])
@@ -132,8 +101,11 @@ def main(argv=None) -> int:
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for done in [pool.submit(f, k, args.out) for f, k in jobs]:
             done.result()
-    print(table(json.loads(args.out.read_text())))
     print(f"report: wrote {args.out}")
+    if args.out == ROOT / "results" / "report.json":    # the tables of docs/, the README's figures
+        from scripts import gen_docs
+        print(gen_docs.resources())
+        gen_docs.main([])
     return 0
 
 

@@ -67,3 +67,40 @@ def test_in_network_rule_in_the_docs_is_the_golden_model(rng):
     assert np.array_equal(got, want), np.flatnonzero(got != want)[:8]
     ints = rng.integers(-2**31, 2**31, (5, 1000)).astype(np.int32)
     assert np.array_equal(space["sum_i32"](ints), nm.sum_i32(ints)[0])
+
+
+def test_generated_figures_are_current():
+    """Every `<!-- begin generated: ... -->` block of README.md and docs/ is what scripts/gen_docs.py renders from
+    results/ now: a figure measured once reads the same wherever it is quoted."""
+    import subprocess
+    import sys
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_docs.py"), "--check"], capture_output=True,
+                         text=True)
+    assert res.returncode == 0, res.stderr
+
+
+def _numbers(obj):
+    if isinstance(obj, dict):
+        for v in obj.values():
+            yield from _numbers(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _numbers(v)
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        yield obj
+
+
+def test_every_lut_count_quoted_is_a_measured_one():
+    """A LUT count in prose (README.md, docs/) is one that `make report` or `make bench` recorded: the switch's
+    LUTs once read 209,506 in one document and 208,870 in another."""
+    import json
+    measured = set()
+    for name in ("report.json", "bench.json"):
+        measured |= set(_numbers(json.loads((ROOT / "results" / name).read_text())))
+    quoted = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for m in re.finditer(r"(\d[\d,]*) (?:LUTs|LUT4s)\b", path.read_text()):
+            quoted.append((path.name, int(m.group(1).replace(",", ""))))
+    assert len(quoted) >= 5
+    stray = [(f, n) for f, n in quoted if n not in measured]
+    assert not stray, f"LUT counts that no results file holds: {stray}"

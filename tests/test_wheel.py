@@ -121,3 +121,32 @@ def test_demo_on_icarus(installed):
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "bit-exact with golden model        yes" in res.stdout
     assert (installed["cache"] / "sim" / "icarus").is_dir()
+
+
+def test_a_wheel_user_writes_the_integration_tops(installed, tmp_path):
+    """`ainic verilog --integration --out DIR` from the installed package (issue 30: only a checkout's
+    scripts/ could): ainic_nic.v with its manifest and Verilator waivers, the wide NIC and ainic_switch.v with
+    its manifest, byte for byte what the checkout writes. The wheel's cache is seeded with the checkout's
+    exports, which it finds current (the same sources digest alike): the test costs copies, not a second
+    elaboration. A small switch (the build tests/flow/test_switch_export.py exports too)."""
+    from hdl.flow.export import verilog_dir
+    from hdl.flow.integration import export_integration
+    switch = {"ports": 2, "pool_slots": 16, "max_packet": 64}
+    want = export_integration(tmp_path / "checkout", **switch)
+    seed = installed["cache"] / "verilog"
+    seed.mkdir(parents=True, exist_ok=True)
+    for f in verilog_dir().glob("ainic_*.v*"):
+        if f.suffix in (".v", ".digest"):
+            shutil.copy(f, seed / f.name)
+    out = tmp_path / "wheel"
+    res = ainic(installed, "verilog", "--integration", "--out", str(out), "--switch-ports", "2", "--switch-pool",
+                "16", "--switch-max-packet", "64")
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = [Path(p) for p in res.stdout.split()]
+    assert [p.name for p in got] == [p.name for p in want] == [
+        "ainic_nic.v", "ainic_nic.json", "ainic_nic_lint.vlt", "ainic_nic_w1024.v", "ainic_switch.v",
+        "ainic_switch.json"]
+    for g, w in zip(got, want):
+        assert g.parent == out and g.read_bytes() == w.read_bytes(), g.name
+    bad = ainic(installed, "verilog", "--integration", "--out", str(out / "ainic_nic.v"))
+    assert bad.returncode == 2 and "is a file, not a folder" in bad.stderr and "Traceback" not in bad.stderr

@@ -78,3 +78,15 @@ def digest(files, *extra: str) -> str:
     for e in extra:
         h.update(f"\0{e}".encode())
     return h.hexdigest()[:16]
+
+
+#: what decides a collective's cycles in the cluster harness: the NIC, the aggregation switch and the bench
+#: around them (links, fault injection, host memory)
+TIMING_MODULES = ("hdl.nic.nic", "hdl.sim.cluster_bench")
+
+
+def timing_digest() -> str:
+    """The digest of every source file that elaborates the NIC and its cluster bench (:data:`TIMING_MODULES`):
+    what the collective model's calibration was measured on (``host_driver/perf/calibration.json``,
+    ``meta.rtl_digest``). Amaranth's version is left out: it changes how the Verilog looks, not its cycles."""
+    return digest(source_files(*TIMING_MODULES))

@@ -63,9 +63,21 @@ def export(name: str, factory, width: int, module: str, out_dir: Path = None, fm
     (the switch's per-port blocks, a bench's links) written once (:func:`hdl.flow.dedup.dedup`).
 
     ``module`` is the Python module the factory lives in: the file is current when the digest of the files
-    that module imports (:func:`inputs_digest`) is the one stored beside it (``<name>.v.digest``).
+    that module imports (:func:`inputs_digest`) is the one stored beside it (``<name>.v.digest``). An
+    ``out_dir`` other than :func:`verilog_dir` gets a copy of the cached file there (exported first if need be):
+    ``ainic verilog --out DIR`` costs a copy when the build cache is current.
     """
     suffix, convert = FORMATS[fmt]
+    if out_dir is not None and Path(out_dir).resolve() != verilog_dir().resolve():
+        cached = export(name, factory, width, module, None, fmt)
+        path = Path(out_dir) / cached.name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for src, dst in ((cached, path), (cached.with_name(cached.name + ".digest"), path.with_name(path.name + ".digest"))):
+            if not dst.exists() or dst.read_bytes() != src.read_bytes():
+                tmp = dst.with_name(f".{dst.name}.{os.getpid()}")
+                tmp.write_bytes(src.read_bytes())
+                os.replace(tmp, dst)
+        return path
     path = Path(out_dir or verilog_dir()) / f"{name}{suffix}"
     stamp = path.with_name(path.name + ".digest")
     digest = inputs_digest(module, f"{name}:{width}")

@@ -9,6 +9,7 @@ from pathlib import Path
 from amaranth import Shape
 from amaranth.lib import wiring
 
+from contract import in_network
 from contract import regmap as rm
 from hdl.flow import export as _export
 from hdl.flow.export import verilog_dir
@@ -150,8 +151,8 @@ def export_nic_top(out_dir: Path = None) -> tuple:
 
 
 # -- the aggregation switch ------------------------------------------------------------------------------------
-#: ``ainic_switch.v`` of ``make verilog``: 4 ports, a pool of 64 slots of up to 256 elements (docs/in_network.md)
-SWITCH_DEFAULT = {"ports": 4, "pool_slots": 64, "max_packet": 256}
+#: ``ainic_switch.v`` of ``make verilog`` (docs/in_network.md)
+SWITCH_DEFAULT = in_network.SWITCH_DEFAULT
 
 
 def switch_core(ports: int, pool_slots: int, max_packet: int) -> str:
@@ -213,3 +214,20 @@ def export_switch_top(out_dir: Path = None, ports: int = SWITCH_DEFAULT["ports"]
                                   extra), indent=2) + "\n")
     _write(out_dir / LINT_WAIVERS, WAIVERS.read_text())
     return v, j
+
+
+def export_integration(out_dir: Path = None, ports: int = SWITCH_DEFAULT["ports"],
+                       pool_slots: int = SWITCH_DEFAULT["pool_slots"],
+                       max_packet: int = SWITCH_DEFAULT["max_packet"]) -> list:
+    """Everything an integrator takes to a vendor flow (docs/integration.md), written to ``out_dir``: the NIC's
+    integration top ``ainic_nic.v`` with its manifest and Verilator waivers, the wide NIC
+    ``ainic_nic_w1024.v`` (a core of its own, not one of ainic_nic.v's DATA_WIDTH values) and the aggregation
+    switch ``ainic_switch.v`` with its manifest. ``make verilog``, ``ainic verilog`` and ``ainic verilog
+    --integration`` all call this; returns the paths written."""
+    from contract.limits import WIDE_WIDTH
+    _unelaborated(_switch_factory(ports, pool_slots, max_packet)(EXPORT_WIDTHS[-1]))    # its ValueError first
+    out_dir = Path(out_dir or verilog_dir())
+    nic_v, nic_json = export_nic_top(out_dir)
+    wide = export("nic", WIDE_WIDTH, out_dir)
+    switch_v, switch_json = export_switch_top(out_dir, ports, pool_slots, max_packet)
+    return [nic_v, nic_json, out_dir / LINT_WAIVERS, wide, switch_v, switch_json]

@@ -4,6 +4,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from scapy.error import Scapy_Exception
 from scapy.layers.l2 import Ether
 from scapy.utils import rdpcap, wrpcap
 
@@ -23,9 +24,10 @@ def write_pcap(path, frames, times=None) -> Path:
 def read_pcap(path) -> list[bytes]:
     """The frames of a pcap, as bytes."""
     try:
-        return [bytes(p) for p in rdpcap(str(path))]
-    except (OSError, EOFError) as exc:
-        raise ValueError(f"cannot read pcap {path}: {exc}") from exc
+        with open(path, "rb") as fh:       # ours to close: scapy leaves a file it could not read open
+            return [bytes(p) for p in rdpcap(fh)]
+    except (OSError, EOFError, Scapy_Exception) as exc:     # missing, truncated, not a capture at all
+        raise ValueError(f"cannot read pcap {path}: {exc}") from None
 
 
 DISSECTOR = Path(__file__).resolve().parent / "ainic.lua"   # the Wireshark/tshark dissector

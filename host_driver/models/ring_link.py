@@ -196,9 +196,20 @@ class LinkRun:
     delivered: list = field(default_factory=list)   # psns the receiver took, in order
 
 
+class LinkStalled(RuntimeError):
+    """The link delivered nothing new for ``deadline`` cycles: a collective behind it ends in timeout, as
+    the NIC's RING_DEADLINE ends it (``delivered`` of ``frames`` got through, the last at ``cycle``)."""
+
+    def __init__(self, link: int, delivered: int, frames: int, cycle: float, deadline: int):
+        super().__init__(f"link {link}: no frame delivered for {deadline:,} cycles ({delivered:,} of {frames:,} "
+                         f"delivered, the last at cycle {cycle:,.0f})")
+        self.link, self.delivered, self.frames, self.cycle = link, delivered, frames, cycle
+
+
 def simulate_link(beats: list, *, latency: int = 250, bytes_per_cycle: float = 40.0, frame_bytes=None,
                   faults=None, link: int = 0, width: int = 512, credits: cr.Credits = cr.DEFAULT,
-                  timeout: int = 2048, backoff_max: int = 4, limit_cycles: float = 1e9, paths=None) -> LinkRun:
+                  timeout: int = 2048, backoff_max: int = 4, limit_cycles: float = 1e9, paths=None,
+                  deadline: int = None) -> LinkRun:
     """One link's data frames (``beats`` payload beats each, ``frame_bytes`` wire bytes each: 98 + payload
     by default) from a sender whose engine always has the next one, to a receiver that consumes at once,
     over a ``latency``-cycle path each way that carries ``bytes_per_cycle``. ``faults`` (drop, dup,
@@ -206,7 +217,8 @@ def simulate_link(beats: list, *, latency: int = 250, bytes_per_cycle: float = 4
     the way back, drawn per frame from the RTL injector's generator (link ``2 * link`` there, ``2 * link +
     1`` back). ``paths`` instead: the :class:`Injector` s a frame passes there and back, in order (the
     ring's cluster bench has two each way: the sender's uplink, the receiver's downlink), counted in them.
-    Returns what happened (:class:`LinkRun`); raises RuntimeError past ``limit_cycles``."""
+    Returns what happened (:class:`LinkRun`); raises :class:`LinkStalled` when ``deadline`` cycles pass
+    without a frame delivered or acknowledged, RuntimeError past ``limit_cycles``."""
     frame_bytes = frame_bytes or [98 + b * (width // 8) for b in beats]
     if paths is None:
         f = faults or {}
@@ -254,7 +266,12 @@ def simulate_link(beats: list, *, latency: int = 250, bytes_per_cycle: float = 4
 
     now, busy_until, timer_from, taken = 0.0, 0.0, 0.0, 0
     last_delay_check = None
+    progress = (0, 0, 0.0)               # (delivered, acknowledged, when either last grew)
     while len(run.delivered) < len(beats) or tx.una != tx.high:
+        if (len(run.delivered), tx.una) != progress[:2]:
+            progress = (len(run.delivered), tx.una, now)
+        elif deadline is not None and now - progress[2] > deadline:
+            raise LinkStalled(link, len(run.delivered), len(beats), progress[2], deadline)
         if now > limit_cycles:
             raise RuntimeError(f"link {link}: not done after {limit_cycles:g} cycles ({len(run.delivered)} of "
                                f"{len(beats)} frames delivered)")

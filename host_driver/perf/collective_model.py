@@ -35,14 +35,14 @@ from pathlib import Path
 
 import numpy as np
 
+from contract import collective
 from contract.enums import Codec, names
 from contract.protocol import DEFAULT_P, FRAME_HEADER_BYTES, WIRE_OVERHEAD_BYTES
 from host_driver.models import allreduce as ar
 from host_driver.models import in_network as inn
 
 CALIBRATION = Path(__file__).resolve().parent / "calibration.json"
-ALGORITHMS = ("ring", "switch")
-OPS = ("allreduce", "reduce_scatter", "allgather")
+ALGORITHMS, OPS = collective.ALGORITHMS, collective.OPS
 CODECS = tuple(names(Codec))
 #: codecs that take another's constants: the same bytes through the same datapath
 SAME_TIMING = {"bf16": "fp16"}
@@ -64,18 +64,12 @@ class Setup:
     fabric: str = None               # ring: NICs linked in a ring (one link a hop) or through a switch (two)
 
     def __post_init__(self):
-        if self.algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
-        if self.op not in OPS or (self.algorithm == "switch" and self.op != "allreduce"):
-            raise ValueError(f"op must be one of {OPS} (switch: allreduce), got {self.op!r}")
-        if self.codec not in CODECS:
-            raise ValueError(f"codec must be one of {CODECS}, got {self.codec!r}")
-        for name in ("nodes", "elements", "packet", "width"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < (2 if name == "nodes" else 1):
-                raise ValueError(f"{name} must be an int >= {2 if name == 'nodes' else 1}, got {v!r}")
-        if not self.link_gbps > 0 or not self.clock_mhz > 0 or self.link_latency < 0:
-            raise ValueError("link_gbps and clock_mhz must be positive, link_latency >= 0")
+        # the check ainic demo's cluster makes too: what a NIC could run
+        collective.check(self.nodes, self.elements, codec=self.codec, op=self.op, algorithm=self.algorithm,
+                         packet=self.packet, width=self.width, link_gbps=self.link_gbps, clock_mhz=self.clock_mhz,
+                         link_latency=self.link_latency)
+        if self.fabric not in (None, "ring", "switch") or (self.algorithm == "switch" and self.fabric == "ring"):
+            raise ValueError(f"fabric must be None, 'ring' or 'switch' (switch: 'switch'), got {self.fabric!r}")
 
     @property
     def link_bytes_per_cycle(self) -> float:
@@ -85,6 +79,12 @@ class Setup:
     def links_per_hop(self) -> int:
         fabric = self.fabric or ("switch" if self.algorithm == "switch" else "ring")
         return 2 if fabric == "switch" else 1
+
+    def bound_cycles(self) -> float:
+        """The physical bound: no run is shorter than its busiest link's bytes (``wire``) or than every element
+        once through the datapath at one beat a cycle (``datapath``). :func:`predict` never goes below it."""
+        f = self.features()
+        return max(f["wire"], f["datapath"])
 
     def features(self) -> dict:
         lanes = self.width / 32
@@ -152,7 +152,9 @@ def fit(points) -> Constants:
         coef, *_ = np.linalg.lstsq(linear, 1 - rest / y, rcond=None)
         return coef, linear @ coef + rest / y - 1
 
-    lo, hi = [0.5] + [0.0] * (2 * n), [2.0] + [3.0] * (2 * n)
+    # β ≥ 1: no collective moves its bytes faster than the link (a β below 1 predicted 4 x 1M `none` faster
+    # than its link bound: issue 30)
+    lo, hi = [1.0] + [0.0] * (2 * n), [2.0] + [3.0] * (2 * n)
     best = None
     for g0, e0 in _STARTS:
         r = least_squares(lambda t: solve(t)[1], [1.0] + [g0] * n + [e0] * n, bounds=(lo, hi), diff_step=1e-4)
@@ -188,11 +190,11 @@ def load(path=CALIBRATION) -> dict:
 
 
 def predict(setup: Setup, constants: dict = None) -> float:
-    """Cycles of the collective (the model's prediction)."""
+    """Cycles of the collective (the model's prediction), never below :meth:`Setup.bound_cycles`."""
     constants = constants or _default()
     if key(setup) not in constants:
         raise ValueError(f"no calibration for {key(setup)} (calibrated: {', '.join(sorted(constants))})")
-    return constants[key(setup)].cycles(setup.features(), setup.codec)
+    return max(constants[key(setup)].cycles(setup.features(), setup.codec), setup.bound_cycles())
 
 
 @functools.lru_cache(maxsize=1)

@@ -51,7 +51,8 @@ def speedup_vs_nodes(result: dict, path) -> Path:
     for ax, overlap in zip(axes, overlaps):
         for name, r in result["overlap"][overlap].items():
             style = "k--" if name == "host ring" else "s:" if "switch" in name else "o-"
-            ax.semilogx(result["nodes"], r["speedup"], style, ms=3, label=name, base=2)
+            speedup = [float("nan") if s is None else s for s in r["speedup"]]     # None: more ranks than it holds
+            ax.semilogx(result["nodes"], speedup, style, ms=3, label=name, base=2)
         for n, s in result.get("paper", {}).items():
             ax.plot([int(n)], [s], "r*", ms=10)
         ax.set_xlabel("nodes")

@@ -25,8 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
+from contract import collective
 from contract import credits as cr
-from contract.enums import Codec, Dtype, FrameFlag, FrameOpcode, names
+from contract.enums import Codec, Dtype, FrameFlag, FrameOpcode
 from contract.in_network import (
     DEADLINE,
     DEFAULT_WINDOW,
@@ -38,9 +39,9 @@ from contract.in_network import (
     link_seed,
     threshold,
 )
-from contract.limits import MAX_CLUSTER_NODES, NIC_WIDTHS, WIDTHS
+from contract.limits import MAX_CLUSTER_NODES, WIDTHS
 from contract.link import Stall, ack_fields
-from contract.protocol import FRAME_HEADER_BYTES, MAX_P, WIRE_OVERHEAD_BYTES, packet_quantum
+from contract.protocol import FRAME_HEADER_BYTES, WIRE_OVERHEAD_BYTES
 from host_driver.models import allreduce as ar
 from host_driver.models import in_network as inn
 from host_driver.models import numerics as nm
@@ -50,7 +51,7 @@ from host_driver.models import ring_link
 BACKENDS = ("model", "verilator", "icarus")
 #: the RTL cluster's aggregation switch takes packets of at most this many elements (hdl/sim/cluster_bench.py)
 SWITCH_MAX_PACKET = 256
-ALGORITHMS = ("ring", "switch")
+ALGORITHMS = collective.ALGORITHMS
 #: how the NICs are linked: to each other in a ring, or each to the aggregation switch (a star)
 FABRICS = ("ring", "switch")
 HEADER = FRAME_HEADER_BYTES         # Ethernet + IPv4 + UDP + ainic: 74 bytes per frame
@@ -212,30 +213,17 @@ class Cluster:
                  dead_rank: int = None, stage_trace: bool = False):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_CLUSTER_NODES:
-            raise ValueError(f"nodes must be an int in 1 .. {MAX_CLUSTER_NODES}, got {nodes!r}")
-        if codec not in Codec.__members__:
-            raise ValueError(f"unknown codec {codec!r}; one of {', '.join(names(Codec))}")
-        if dtype not in ar.DTYPES:
-            raise ValueError(f"dtype must be one of {ar.DTYPES}, got {dtype!r}")
-        if dtype == "int32" and codec != "none":
-            raise ValueError("int32 data travels uncompressed: codec must be 'none'")
-        if width not in NIC_WIDTHS:
-            raise ValueError(f"width must be one of {', '.join(map(str, sorted(NIC_WIDTHS)))} bits, got {width!r}")
-        q = packet_quantum(width)
-        if not (isinstance(packet, int) and 16 <= packet <= MAX_P and packet % q == 0):
-            raise ValueError(f"packet must be a multiple of {q} in 16 .. {MAX_P} at W = {width}, got {packet!r}")
+        # what any NIC could run (the one check ainic demo and ainic model share), then what the bench holds
+        collective.check(nodes, codec=codec, dtype=dtype, algorithm=algorithm, packet=packet, width=width,
+                         link_gbps=link_gbps, clock_mhz=clock_mhz, link_latency=link_latency)
+        if nodes > MAX_CLUSTER_NODES:
+            raise ValueError(f"the simulated cluster holds at most {MAX_CLUSTER_NODES} nodes, got {nodes}")
         if lag is not None and (isinstance(lag, bool) or not isinstance(lag, int) or not 1 <= lag <= 255):
             raise ValueError(f"lag must be None (chosen per run: allreduce.chosen_lag) or an int in 1 .. 255, "
                              f"got {lag!r}")
-        if not link_gbps > 0 or not clock_mhz > 0:
-            raise ValueError("link_gbps and clock_mhz must be positive")
-        if isinstance(link_latency, bool) or not isinstance(link_latency, int) or not 0 <= link_latency <= 60000:
-            raise ValueError(f"link_latency must be an int in 0 .. 60000 cycles, got {link_latency!r}")
-        if backend != "model" and nodes < 2:
-            raise ValueError("the RTL cluster needs at least 2 nodes (1 node is a copy: use backend='model')")
-        if algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+        if backend == "model" and (fabric is not None or waves or capture):
+            raise ValueError("the model backend has no fabric to choose, record or capture: fabric, waves and "
+                             "capture need backend 'verilator' or 'icarus'")
         self.faults = parse_faults(faults)
         if dead_rank is not None:
             if algorithm != "ring":
@@ -307,6 +295,9 @@ class Cluster:
             raise ValueError(f"expected {self.nodes} arrays (one per node), got {len(arrays)}")
         want = np.float32 if self.dtype == "fp32" else np.int32
         for i, a in enumerate(arrays):
+            if a.size != arrays[0].size:
+                raise ValueError(f"every rank contributes the same number of elements: array {i} has {a.size:,}, "
+                                 f"array 0 {arrays[0].size:,}")
             if a.dtype != want:
                 raise TypeError(f"array {i} is {a.dtype}, expected {np.dtype(want).name} for dtype {self.dtype!r}")
         return arrays
@@ -405,11 +396,10 @@ class Cluster:
         if op not in ar.OPS:
             raise ValueError(f"op must be one of {ar.OPS}, got {op!r}")
         x = self._inputs(arrays)
+        collective.check(self.nodes, x[0].size, codec=self.codec, dtype=self.dtype, op=op, algorithm=self.algorithm,
+                         packet=self.packet, width=self.width, link_gbps=self.link_gbps, clock_mhz=self.clock_mhz,
+                         link_latency=self.link_latency)
         if self.algorithm == "switch":
-            if op != "allreduce":
-                raise ValueError(f"the switch algorithm runs allreduce only, got {op!r}: reduce_scatter is faster "
-                                 "on the ring and allgather has nothing to sum (docs/in_network.md, "
-                                 "'Why ALLREDUCE only')")
             return self._collective_switch(x)
         if self.backend != "model":
             return self._collective_rtl(op, x)
@@ -450,12 +440,23 @@ class Cluster:
         runs = []
         for r in range(n):
             payload = frame_bytes[r] or [0]
-            runs.append(ring_link.simulate_link(
-                [max(1, -(-b // beat)) for b in payload], latency=2 * self.link_latency + 2,
-                bytes_per_cycle=stats.link_bytes_per_cycle, frame_bytes=[HEADER + WIRE_EXTRA + b for b in payload],
-                width=self.width, timeout=self.retransmit_timeout,
-                paths=([inj["up", r], inj["down", (r + 1) % n]], [inj["up", (r + 1) % n], inj["down", r]]))
-                if frame_bytes[r] else ring_link.LinkRun(0))
+            try:
+                runs.append(ring_link.simulate_link(
+                    [max(1, -(-b // beat)) for b in payload], latency=2 * self.link_latency + 2,
+                    bytes_per_cycle=stats.link_bytes_per_cycle, frame_bytes=[HEADER + WIRE_EXTRA + b for b in payload],
+                    width=self.width, timeout=self.retransmit_timeout, link=r, deadline=self.deadline,
+                    paths=([inj["up", r], inj["down", (r + 1) % n]], [inj["up", (r + 1) % n], inj["down", r]]))
+                    if frame_bytes[r] else ring_link.LinkRun(0))
+            except ring_link.LinkStalled as exc:
+                # the ring is a cycle of waits: the rank behind the stalled link waits for its frames, and
+                # every other rank in turn (what the RTL reports after RING_DEADLINE)
+                stats.fault_counters = {side: [inj[side, q].counters() for q in range(n)] for side in ("up", "down")}
+                stalls = [{"status_name": "timeout", "stall": Stall.receive} for _ in range(n)]
+                raise CollectiveTimeout(ring_timeout_message(f"ring {op} on the model", stalls, n)
+                                        + f". Rank {r}'s link to rank {(r + 1) % n} delivered nothing for "
+                                        f"{self.deadline:,} cycles ({exc.delivered:,} of {exc.frames:,} frames "
+                                        f"through; faults: drop {f.drop:g}, dup {f.dup:g}, corrupt {f.corrupt:g})",
+                                        ["timeout"] * n, stats) from None
         prev = [runs[(r - 1) % n] for r in range(n)]
         stats.fault_counters = {side: [inj[side, r].counters() for r in range(n)] for side in ("up", "down")}
         stats.retransmitted_per_rank = [run.retransmissions for run in runs]

@@ -37,10 +37,25 @@ def test_features_follow_the_golden_models_bounds():
     # the switch: one step, each packet once each way
     sw = cm.Setup(4, 1 << 20, "bfp8", algorithm="switch").features()
     assert sw["steps"] == 1 and sw["wire"] < f["wire"] / 4
-    with pytest.raises(ValueError, match="op must be"):
+    with pytest.raises(ValueError, match="allreduce only"):
         cm.Setup(4, 100, op="allgather", algorithm="switch")
     with pytest.raises(ValueError, match="nodes must be"):
         cm.Setup(1, 100)
+
+
+def test_a_prediction_is_never_below_the_physical_bound():
+    """Constants that would predict faster than the link or the datapath allow (issue 30: 4 x 1M `none` came
+    out below its link bound) are held at the bound, and the fit never makes a link faster than itself."""
+    fast = cm.Constants(alpha0=-5000.0, alpha1=0.0, alpha2=1.0, beta=0.9, gamma={"none": 0.5}, eta={"none": 0.0},
+                        delta={"none": 0.0})
+    for s in (cm.Setup(4, 1 << 20, "none"), cm.Setup(8, 1 << 16, "none", "reduce_scatter")):
+        assert fast.cycles(s.features(), "none") < s.bound_cycles()
+        assert cm.predict(s, {cm.key(s): fast}) == s.bound_cycles()
+    truth = cm.Constants(alpha0=100.0, alpha1=0.0, alpha2=1.0, beta=0.97, gamma={"none": 0.0}, eta={"none": 0.0},
+                         delta={"none": 0.0})
+    points = [(s, truth.cycles(s.features(), "none")) for s in (cm.Setup(n, L, "none") for n in (2, 4, 8)
+                                                              for L in (1 << 16, 1 << 20))]
+    assert cm.fit(points).beta >= 1.0
 
 
 def test_the_shipped_calibration_is_its_points_fit():

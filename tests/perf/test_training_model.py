@@ -76,11 +76,16 @@ def test_ainic_backends_time_the_calibrated_model():
     constants = {"ring/allreduce": k, "switch/allreduce": k}
     ring, switch = Ainic("bfp8", 80.0, constants=constants), Ainic("bfp8", 80.0, "switch", constants=constants)
     assert ring.name == "ainic ring bfp8" and switch.name == "ainic switch bfp8"
-    assert [switch.levels(n) for n in (2, 8, 9, 64, 65, 1024)] == [1, 1, 2, 2, 3, 4]
+    assert [switch.levels(n) for n in (2, 8, 9, 16)] == [1, 1, 2, 2]
     size = 4 << 20
     want = cm.predict(cm.Setup(6, 1 << 20, "bfp8", link_gbps=80.0), constants) * 4     # ns at 250 MHz
     assert ring.allreduce_ns(size, 6) == pytest.approx(want)
-    assert switch.allreduce_ns(size, 1024) - switch.allreduce_ns(size, 512) == pytest.approx(2 * 125 * 4)
+    assert switch.allreduce_ns(size, 16) - switch.allreduce_ns(size, 8) == pytest.approx(2 * 125 * 4)
+    # no more ranks than the NIC's peer table (ring) or a switch job (contract.collective.check)
+    with pytest.raises(ValueError, match="nodes must be an int in 2 .. 16"):
+        switch.allreduce_ns(size, 17)
+    with pytest.raises(ValueError, match="nodes must be an int in 2 .. 64"):
+        ring.allreduce_ns(size, 65)
     assert switch.allreduce_ns(size, 8) == switch.allreduce_ns(size, 5)
     assert ring.allreduce_ns(size, 1) == 0 and switch.allreduce_ns(0, 8) == 0
 

@@ -50,15 +50,21 @@ def test_capture_fields(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [
-    ({"nodes": 0}, ValueError, "nodes must be an int in 1 .. 16"),
+    ({"nodes": 0}, ValueError, "nodes must be an int in 2 .. 64"),
+    ({"nodes": 1}, ValueError, "nodes must be an int in 2 .. 64"),
+    ({"nodes": 17}, ValueError, "the simulated cluster holds at most 16 nodes"),
+    ({"nodes": 17, "algorithm": "switch"}, ValueError, r"nodes must be an int in 2 .. 16 \(the switch's workers"),
     ({"nodes": 4, "backend": "fpga"}, ValueError, "backend must be one of"),
-    ({"nodes": 4, "codec": "zip"}, ValueError, "unknown codec"),
+    ({"nodes": 4, "codec": "zip"}, ValueError, "codec must be one of"),
     ({"nodes": 4, "dtype": "int32", "codec": "bf16"}, ValueError, "uncompressed"),
     ({"nodes": 4, "packet": 100}, ValueError, "multiple of 16"),
-    ({"nodes": 1, "backend": "verilator"}, ValueError, "at least 2 nodes"),
+    ({"nodes": 1, "backend": "verilator"}, ValueError, "nodes must be an int in 2"),
+    ({"nodes": 4, "fabric": "switch"}, ValueError, "the model backend has no fabric"),
+    ({"nodes": 4, "waves": True}, ValueError, "the model backend has no fabric to choose, record"),
     ({"nodes": 4, "width": 96}, ValueError, "width must be one of"),
-    ({"nodes": 4, "width": 1024, "packet": 48}, ValueError, "multiple of 32 in 16 .. 1024 at W = 1024"),
-    ({"nodes": 4, "width": 1024, "algorithm": "switch"}, ValueError, "on the ring fabric only"),
+    ({"nodes": 4, "width": 1024, "packet": 48}, ValueError, "multiple of 32 in 16 .. 1024 elements at W = 1024"),
+    ({"nodes": 4, "width": 1024, "algorithm": "switch"}, ValueError, "on the ring only"),
+    ({"nodes": 4, "width": 1024, "fabric": "switch", "backend": "verilator"}, ValueError, "on the ring fabric only"),
     ({"nodes": 4, "link_latency": -1}, ValueError, "link_latency"),
     ({"nodes": 4, "lag": 0}, ValueError, "lag must be None"),
     ({"nodes": 4, "lag": True}, ValueError, "lag must be None"),
@@ -208,6 +214,18 @@ def test_fabric_picks_the_bench_and_is_checked():
     assert Cluster(4, "verilator", fabric="switch").top == "switch_cluster_n4"      # the ring, forwarded by MAC
     assert Cluster(4, "verilator", algorithm="switch", bench_nodes=8).top == "switch_cluster_n8"
     with pytest.raises(ValueError, match="fabric must be one of"):
-        Cluster(4, fabric="mesh")
+        Cluster(4, "icarus", fabric="mesh")
     with pytest.raises(ValueError, match="runs on fabric='switch'"):
-        Cluster(4, algorithm="switch", fabric="ring")
+        Cluster(4, "verilator", algorithm="switch", fabric="ring")
+
+
+def test_the_ranks_must_agree_on_the_size_and_the_ring_has_a_deadline_on_the_model(rng):
+    """Arrays of different lengths are refused (they were summed as far as the shortest); a ring whose links
+    lose everything ends in CollectiveTimeout after ``deadline`` cycles without a delivery, as the NIC's
+    RING_DEADLINE ends it (it raised 'not done after 1e+09 cycles' from the link model)."""
+    with pytest.raises(ValueError, match="the same number of elements: array 1 has 99"):
+        Cluster(2).allreduce([np.ones(100, np.float32), np.ones(99, np.float32)])
+    c = Cluster(3, faults={"drop": 1.0}, deadline=50_000)
+    with pytest.raises(CollectiveTimeout, match=r"rank 1 timeout \(waiting for a frame from rank 0\).*delivered "
+                       r"nothing for 50,000 cycles \(0 of \d+ frames through; faults: drop 1"):
+        c.allreduce([rng.standard_normal(1000).astype(np.float32) for _ in range(3)])

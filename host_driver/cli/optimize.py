@@ -5,6 +5,7 @@ The four input files can be paths or the names of LIBRA's shipped inputs (``--wo
 exists. Both solution methods run by default and must agree (exit 1 if they do not).
 """
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -34,9 +35,9 @@ def resolve(kind: str, value: str) -> Path:
                         f"({', '.join(names)})")
 
 
-def add_parser(sub) -> None:
+def add_parser(sub, formatter=None) -> None:
     o = sub.add_parser("optimize", help="bandwidth per network dimension for a workload (LIBRA's problem, "
-                       "open solvers)")
+                       "open solvers)", formatter_class=formatter or argparse.HelpFormatter)
     o.add_argument("--network", required=True, help="LIBRA network YAML (or a shipped name: 3d_network, ...)")
     o.add_argument("--workload", required=True, help="LIBRA workload text (or GPT_3, MSFT_1T, ResNet_50, ...)")
     o.add_argument("--communicator", required=True, help="LIBRA communicator YAML (or GPT_3_4d, ...)")
@@ -45,13 +46,14 @@ def add_parser(sub) -> None:
                    "total_bw_500gbps, multiple_constraints)")
     o.add_argument("--total-bw", type=float, help="GB/s per node over all dimensions (replaces the "
                    "constraints' total)")
-    o.add_argument("--objective", default="time", choices=OBJECTIVES)
+    o.add_argument("--objective", default="time", choices=OBJECTIVES,
+                   help="time: the shortest training iteration; time-cost: the least time x network cost")
     o.add_argument("--method", default="both", choices=[*METHODS, "both"],
-                   help="cuts: cutting planes on HiGHS; slsqp: SciPy's SLSQP; both (default): run both, "
+                   help="cuts: cutting planes on HiGHS; slsqp: SciPy's SLSQP; both: run both, "
                    "report the first, fail if they disagree")
-    o.add_argument("--json", help="write the result here")
-    o.add_argument("--plot", help="write a bar chart of the bandwidths (PNG)")
-    o.set_defaults(func=run)
+    o.add_argument("--json", metavar="FILE", help="write the result here")
+    o.add_argument("--plot", metavar="FILE", help="write a bar chart of the bandwidths (PNG)")
+    o.set_defaults(func=run, outputs=("json", "plot"))
 
 
 def load(args) -> Problem:

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""The figures of README.md and docs/ from their one source each, the measurement files in results/ and the
+collective model's calibration: every block between
+
+    <!-- begin generated: NAME ... -->   and   <!-- end generated -->
+
+is rewritten from the renderer NAME below (``--check``: only say which are stale, exit 1; the regression
+runs it, tests/test_docs.py). ``make bench``, ``make report`` and ``make calibrate`` run it after they write their
+results, so a number measured once appears the same wherever it is quoted: the demo's time, the LUT counts,
+the model's accuracy."""
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "results"
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BLOCK = re.compile(r"(<!-- begin generated: (\S+)[^>]*-->\n)(.*?)(<!-- end generated -->)", re.S)
+
+
+def _load(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+#: make report's tops, as its tables name them
+TOPS = {"nic_w64": "NIC, W = 64", "nic_w512": "NIC, W = 512", "nic_w1024": "NIC, W = 1024 (the wide configuration)",
+        "switch_p8_w64": "aggregation switch, 8 ports, W = 64"}
+
+
+def xilinx_rows(keys=None) -> str:
+    """results/report.json's ``synth_xilinx``: LUTs, FFs, ... and the share of an Alveo U280, a row a top."""
+    xil = _load("report.json")["synth_xilinx"]
+    out = ["| top | LUTs | FFs | CARRY4 | LUTRAM | BRAM (RAMB18) | DSP | share of a U280 (LUT / FF / BRAM) |",
+           "|---|---|---|---|---|---|---|---|"]
+    for key in sorted(keys or xil, key=lambda k: list(TOPS).index(k) if k in TOPS else len(TOPS)):
+        r, sh = xil[key], xil[key]["u280_share"]
+        out.append(f"| {TOPS.get(key, key)} | {r['luts']:,} | {r['ffs']:,} | {r['carry4']:,} | {r['lutram']:,} | "
+                   f"{r['bram']:,} | {r['dsp']:,} | {sh['luts']:.1%} / {sh['ffs']:.1%} / {sh['bram']:.1%} |")
+    return "\n".join(out)
+
+
+def ecp5_rows() -> str:
+    """results/report.json's ``ecp5``: Fmax, resources and critical path of each top placed and routed."""
+    ecp = _load("report.json")["ecp5"]
+    out = ["| top (LFE5U-85F, out of context) | Fmax (MHz) | LUT4 | FF | DP16KD | critical path (source → sink) |",
+           "|---|---|---|---|---|---|"]
+    for e in ecp.values():
+        if "error" in e:
+            need = e.get("lut4")
+            why = (f"does not fit: {need['used']:,} LUT4s of {need['available']:,}" if need and not e.get("fits")
+                   else "failed: see results/report.json")
+            out.append(f"| {e['top']} | {why} | | | | |")
+            continue
+        u, cp = e.get("utilization", {}), e.get("critical_path", {})
+        fmax = ", ".join(f"{v}" for v in e["fmax_mhz"].values())
+        out.append(f"| {e['top']} | {fmax} | {u.get('TRELLIS_COMB', {}).get('used', 0):,} | "
+                   f"{u.get('TRELLIS_FF', {}).get('used', 0):,} | {u.get('DP16KD', {}).get('used', 0):,} | "
+                   f"`{cp.get('source', '')}` → `{cp.get('sink', '')}` |")
+    return "\n".join(out)
+
+
+def resources() -> str:
+    return xilinx_rows() + "\n\n" + ecp5_rows()
+
+
+def switch_resources() -> str:
+    return xilinx_rows(["switch_p8_w64"])
+
+
+def model_accuracy() -> str:
+    """The collective model's error: on the calibration's held-out points, and the check `make test` runs."""
+    cal = json.loads((ROOT / "host_driver" / "perf" / "calibration.json").read_text())["meta"]
+    rows = _load("model_error.json")["rows"]
+    held = [r for r in rows if r["role"] == "held_out"]
+    by = {}
+    for r in held:
+        k = f"{r['algorithm']} {r['op'].replace('_', '-')}"
+        by[k] = max(by.get(k, 0.0), abs(r["error"]))
+    parts = ", ".join(f"{v:.1%} ({k})" for k, v in by.items())
+    return (f"The model's largest error on the {len(held)} calibration points it was not fitted to: {parts} "
+            f"(`make calibrate`, {cal['date'][:10]}, `results/model_error.json`). `make test` runs five collectives "
+            f"through the RTL that the calibration never measured and fails if the model is more than 5 % off "
+            f"any of them (`cocotb_tests/sim/test_model_tracks_rtl.py`).")
+
+
+def model_error_table() -> str:
+    """The calibration's error per algorithm and collective, on its fitted and its held-out points."""
+    rows = _load("model_error.json")["rows"]
+    out = ["| algorithm and collective | points | fitted points: largest / mean error | held-out points: largest / mean error |",
+           "|---|---|---|---|"]
+    for alg, op in sorted({(r["algorithm"], r["op"]) for r in rows}, key=lambda k: (k[0], ["allreduce", "reduce_scatter", "allgather"].index(k[1]))):
+        cells = []
+        for role in ("fit", "held_out"):
+            e = [abs(r["error"]) for r in rows if (r["algorithm"], r["op"], r["role"]) == (alg, op, role)]
+            cells.append(f"{max(e):.1%} / {sum(e) / len(e):.1%}")
+        n = sum(1 for r in rows if (r["algorithm"], r["op"]) == (alg, op))
+        out.append(f"| {alg} {op.upper()} | {n} | {cells[0]} | {cells[1]} |")
+    return "\n".join(out)
+
+
+def smartnic_table() -> str:
+    """`ainic model --preset smartnic-mlp`'s speedups at a few node counts (the shipped calibration)."""
+    from host_driver.cli.model import SMARTNIC_MLP, speedups
+    nodes = [6, 32, 64]
+    table = speedups(SMARTNIC_MLP, nodes=nodes)
+    out = ["| overlap | algorithm | codec | " + " | ".join(f"{n} nodes" for n in nodes) + " |",
+           "|---|---|---|" + "---|" * len(nodes)]
+    for overlap, rows in table.items():
+        for name, r in rows.items():
+            if name == "host ring" or (overlap == "backward" and not name.endswith("bfp8")):
+                continue
+            _, algorithm, codec = name.split()
+            out.append(f"| {overlap} | {algorithm} | {codec} | "
+                       + " | ".join("—" if s is None else f"{s:.2f}x" for s in r["speedup"]) + " |")
+    host = table["none"]["host ring"]["iteration_ms"]
+    out.append("")
+    out.append("The hosts' own iteration: " + ", ".join(f"{t:,.0f} ms at {n} nodes" for n, t in zip(nodes, host))
+               + " (no overlap).")
+    return "\n".join(out)
+
+
+def readme_figures() -> str:
+    """The headline figures, each with where it was measured."""
+    b, rep = _load("bench.json"), _load("report.json")
+    ring, demo = b["allreduce"]["verilator"], b["demo"]
+    sw = b["switch_allreduce"]["verilator"]
+    loss = b["ring_loss"]["verilator"]
+    clock = b["meta"]["clock_mhz"]
+    d8, d0 = demo["n4_bfp8_L1048576_w512"], demo["n4_none_L1048576_w512"]
+    r8, r0 = ring["n4_bfp8_L1048576_w512"], ring["n4_none_L1048576_w512"]
+    w8, w0 = ring["n4_bfp8_L1048576_w1024"], ring["n4_none_L1048576_w1024"]
+    xil, ecp = rep["synth_xilinx"], rep["ecp5"]
+    fmax = sorted(v for e in ecp.values() if "fmax_mhz" in e for v in e["fmax_mhz"].values())
+    nic64 = ecp.get("nic_w64", {}).get("lut4", {})
+    eff = lambda key: min(ring[f"n{n}_{c}_L1048576_w512"]["binding_efficiency"]  # noqa: E731
+                          for n in (4, 8) for c in ("none", "fp16", "bf16", "bfp8", "bfp4") if (n == 4) == key)
+    rows = [
+        ("`make demo`: 4 × 1M fp32 all-reduce, bfp8, ring, W = 512",
+         f"{d8['cycles']:,} cycles = {d8['cycles'] / clock:,.0f} µs at {clock} MHz, "
+         f"{r8['binding_efficiency']:.3f} of the bound that binds; {d8['sim_seconds']} s of simulation "
+         f"({d8['wall_seconds']} s wall) once built"),
+        ("the same, uncompressed", f"{d0['cycles']:,} cycles, {r0['efficiency']:.3f} of the link bound; bfp8 is "
+                                   f"{d0['cycles'] / d8['cycles']:.2f}x faster"),
+        ("every codec, ring, 1M a rank, W = 512", f"N = 4: ≥ {eff(True):.3f} of what binds; N = 8: ≥ {eff(False):.3f}"),
+        ("the wide NIC (W = 1024), 4 × 1M", f"bfp8 {w8['cycles']:,} cycles, {w0['cycles'] / w8['cycles']:.2f}x "
+                                             f"faster than uncompressed ({w0['cycles']:,})"),
+        ("in-network aggregation, uncompressed, 1M a rank",
+         f"{sw['n4_none_L1048576_w512']['speedup_over_ring']:.2f}x (N = 4) and "
+         f"{sw['n8_none_L1048576_w512']['speedup_over_ring']:.2f}x (N = 8) faster than the ring; with bfp8 "
+         f"{sw['n4_bfp8_L1048576_w512']['speedup_over_ring']:.2f}x and {sw['n8_bfp8_L1048576_w512']['speedup_over_ring']:.2f}x "
+         "(slower)"),
+        ("the ring under loss (N = 4, uncompressed)",
+         ", ".join(f"{loss[f'n4_none_L1048576_w512_loss{p}']['relative_to_lossless']:.3f} at {float(p):.2%}"
+                   for p in ("0.0001", "0.001", "0.01")) + " of the loss-free speed"),
+        ("NIC resources, Yosys `synth_xilinx`",
+         f"W = 512: {xil['nic_w512']['luts']:,} LUTs, {xil['nic_w512']['bram']} RAMB18 "
+         f"({xil['nic_w512']['u280_share']['luts']:.1%} of an Alveo U280's LUTs); W = 64: {xil['nic_w64']['luts']:,}"),
+        ("timing on an ECP5-85 (nextpnr, speed grade 6, W = 64 blocks)",
+         f"{fmax[0]} – {fmax[-1]} MHz per block, against the {clock} MHz every time above assumes"
+         + (f"; the whole W = 64 NIC needs {nic64['used']:,} LUT4s of {nic64['available']:,}" if nic64 else "")),
+    ]
+    out = ["| | measured |", "|---|---|"] + [f"| {a} | {v} |" for a, v in rows]
+    out.append("")
+    out.append(f"Sources: `results/bench.json` (`make bench`, commit {b['meta']['commit']}), `results/report.json` "
+               f"(`make report`); the cycles are Verilator's, the microseconds assume the clock.")
+    return "\n".join(out)
+
+
+RENDERERS = {"resources": resources, "switch-resources": switch_resources, "model-accuracy": model_accuracy,
+             "model-error-table": model_error_table, "smartnic-table": smartnic_table,
+             "readme-figures": readme_figures}
+
+
+def render(text: str) -> str:
+    def one(m):
+        name = m.group(2)
+        if name not in RENDERERS:
+            raise ValueError(f"unknown generated block {name!r}; one of {', '.join(RENDERERS)}")
+        return m.group(1) + RENDERERS[name]().rstrip("\n") + "\n" + m.group(4)
+    return BLOCK.sub(one, text)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="only report stale documents (exit 1)")
+    args = ap.parse_args(argv)
+    stale = []
+    for path in DOCUMENTS:
+        text = path.read_text()
+        new = render(text)
+        if new != text:
+            stale.append(path)
+            if not args.check:
+                path.write_text(new)
+    for path in stale:
+        print(f"{path.relative_to(ROOT)}: " + ("out of date: run scripts/gen_docs.py" if args.check else "updated"),
+              file=sys.stderr if args.check else sys.stdout)
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
