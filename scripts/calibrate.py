@@ -10,6 +10,8 @@ and ``make bench`` run it), every result checked bit for bit against the golden 
   REDUCE_SCATTER and ALLGATHER alone;
 * **held out** (never used by the fit, only compared with its predictions): N = 3 at L ∈ {131,072,
   1,048,576} and N ∈ {4, 8} at L = 524,288; the same codecs and collectives;
+* **wide** (the NIC at W = 1024, where the link binds every codec: what teaches the model a compressed
+  codec's link): ALLREDUCE at N = 4, fit L ∈ {262,144, 1,048,576}, held out L = 524,288; the same codecs;
 * **switch** (the in-network ALLREDUCE, NICs linked through the aggregation switch, every NIC's job on one
   4-port switch bench): fit N ∈ {2, 4} at the same L, held out N = 3 at L ∈ {131,072, 1,048,576} and N = 4
   at L = 524,288; the same codecs.
@@ -47,6 +49,8 @@ CODECS = ("none", "fp16", "bfp8", "bfp4")
 #: the switch: one 4-port bench runs every N (a smaller job on a larger bench: one build)
 SWITCH_BENCH, SWITCH_FIT_NODES = 4, (2, 4)
 SWITCH_HELD = [(3, 1 << 17), (3, 1 << 20), (4, 1 << 19)]
+#: the wide NIC: one bench (N = 4), the ring's ALLREDUCE (what make bench runs on it)
+WIDE_WIDTH, WIDE_NODES, WIDE_FIT, WIDE_HELD = 1024, 4, (1 << 18, 1 << 20), (1 << 19,)
 #: the error the held-out points must stay within (issue 15)
 LIMIT = 0.05
 
@@ -59,6 +63,9 @@ def sweep(algorithms=("ring", "switch")):
             for codec in CODECS:
                 out += [(Setup(n, L, codec, op), "fit") for n in FIT_NODES for L in FIT_ELEMENTS]
                 out += [(Setup(n, L, codec, op), "held_out") for n, L in HELD]
+        for codec in CODECS:
+            out += [(Setup(WIDE_NODES, L, codec, width=WIDE_WIDTH), role)
+                    for Ls, role in ((WIDE_FIT, "fit"), (WIDE_HELD, "held_out")) for L in Ls]
     if "switch" in algorithms:
         for codec in CODECS:
             out += [(Setup(n, L, codec, algorithm="switch"), "fit") for n in SWITCH_FIT_NODES for L in FIT_ELEMENTS]
@@ -102,7 +109,7 @@ def _measure_all(todo, workers, journal: Path, digest: str):
     firsts = {}
     for i, s in enumerate(setups):
         if i not in got:
-            firsts.setdefault(SWITCH_BENCH if s.algorithm == "switch" else s.nodes, i)
+            firsts.setdefault((s.algorithm, SWITCH_BENCH if s.algorithm == "switch" else s.nodes, s.width), i)
     journal.parent.mkdir(parents=True, exist_ok=True)
     with ProcessPoolExecutor(max_workers=workers) as pool, open(journal, "a") as log:
         for wave in (list(firsts.values()), [i for i in range(len(setups)) if i not in got and i not in firsts.values()]):
@@ -153,8 +160,8 @@ def main(argv=None) -> int:
                                      text=True).stdout.strip(),
             # the RTL every point was measured on (None: points of different RTL, a partial re-measure)
             "rtl_digest": digests.pop() if len(digests := {p.get("rtl_digest") for p in points}) == 1 else None,
-            "setup": "ring and switch on the RTL cluster, Verilator, W = 512, 80 Gb/s, 250 MHz, 125 cycles a "
-                     "link, P = 256, the lag chosen per ring",
+            "setup": "ring and switch on the RTL cluster, Verilator, W = 512 (and the ring at W = 1024), 80 Gb/s, "
+                     "250 MHz, 125 cycles a link, P = 256, the lag chosen per ring",
             "held_out_max_abs_error": worst, "limit": LIMIT}
     CALIBRATION.write_text(json.dumps({"meta": meta, "constants": {k: asdict(c) for k, c in constants.items()},
                                        "points": points}, indent=1) + "\n")

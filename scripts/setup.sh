@@ -8,6 +8,8 @@ APT_PACKAGES=()
 command -v iverilog >/dev/null || APT_PACKAGES+=(iverilog)
 command -v yosys    >/dev/null || APT_PACKAGES+=(yosys)
 command -v tshark   >/dev/null || APT_PACKAGES+=(tshark)     # dissector tests (host_driver/models/ainic.lua)
+# every Verilator build compiles the same runtime C++: ccache compiles it once (host_driver/sim/runner.py)
+command -v ccache   >/dev/null || APT_PACKAGES+=(ccache)
 # Verilator's FST waveform writer (ainic demo --waves on Verilator) compiles against lz4 and zlib
 [ -f /usr/include/lz4.h ]  || APT_PACKAGES+=(liblz4-dev)
 [ -f /usr/include/zlib.h ] || APT_PACKAGES+=(zlib1g-dev)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from hdl.flow.export import build_dir
 from host_driver.models import protocol as pr
 from host_driver.models.pcap import write_pcap
 
@@ -43,7 +44,9 @@ def installed(tmp_path_factory):
     work = tmp / "elsewhere"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AINIC_BUILD_DIR", "VIRTUAL_ENV")}
-    env.update(XDG_CACHE_HOME=str(tmp / "cache"), PATH=f"{venv / 'bin'}{os.pathsep}{env['PATH']}")
+    env.update(XDG_CACHE_HOME=str(tmp / "cache"), PATH=f"{venv / 'bin'}{os.pathsep}{env['PATH']}",
+               # Verilator's runtime C++ from the checkout's compiler cache (host_driver/sim/runner.py)
+               CCACHE_DIR=os.environ.get("CCACHE_DIR", str(build_dir() / "ccache")))
     return {"wheel": wheel, "python": venv / "bin" / "python", "site": site, "work": work, "env": env,
             "cache": tmp / "cache" / "ainic"}
 
@@ -102,22 +105,45 @@ def test_verilog_export_goes_to_the_cache(installed):
     assert not list(installed["site"].rglob("*.v.digest")) and not (installed["site"] / "build").exists()
 
 
+def seed_exports(inst, *tops):
+    """Copy the checkout's cached Verilog of ``tops`` ((name, width), exported here first if need be) into the
+    wheel's cache: the wheel must find them current (the same sources digest alike wherever they are
+    installed) and build from them without elaborating again. Returns {path in the wheel's cache: mtime}."""
+    from hdl.flow.tops import export
+    seed = inst["cache"] / "verilog"
+    seed.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for name, width in tops:
+        v = export(name, width)
+        for f in (v, v.with_name(v.name + ".digest")):
+            shutil.copy2(f, seed / f.name)
+        out[seed / v.name] = (seed / v.name).stat().st_mtime_ns
+    return out
+
+
 def test_replay(installed):
     """The receive parser on Verilator, built in the cache from what the wheel ships (its Verilator, waivers
-    and cocotb glue); the Icarus demo below builds the cluster from the same package."""
+    and cocotb glue); the Icarus demo below builds the cluster from the same package. The exported Verilog is
+    seeded from the checkout's build cache (the wheel's own export is test_verilog_export_goes_to_the_cache's),
+    and must be found current."""
+    seeded = seed_exports(installed, ("rx_parser", 64))
     pcap = installed["work"] / "frames.pcap"
     write_pcap(pcap, [pr.build_frame(bytes(64)), pr.build_frame(bytes(64), dport=4791)])
     res = ainic(installed, "replay", "--pcap", str(pcap), "--sim", "verilator", "--width", "64")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "accepted" in res.stdout and "dropped (udp_port)" in res.stdout
     assert (installed["cache"] / "sim" / "verilator").is_dir()
+    assert {p: p.stat().st_mtime_ns for p in seeded} == seeded, "the wheel exported again what was current"
 
 
 @pytest.mark.heavy(60)
 def test_demo_on_icarus(installed):
-    """The cluster bench (its host memory and capture models, the job runner) from the installed package."""
+    """The cluster bench (its host memory and capture models, the job runner) from the installed package (the
+    exported NIC and bench seeded from the checkout, as in test_replay)."""
+    seeded = seed_exports(installed, ("nic", 64), ("cluster_n2", 64))
     res = ainic(installed, "demo", "--sim", "icarus", "--nodes", "2", "--elements", "300", "--width", "64",
                 timeout=1500)
+    assert {p: p.stat().st_mtime_ns for p in seeded} == seeded, "the wheel exported again what was current"
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "bit-exact with golden model        yes" in res.stdout
     assert (installed["cache"] / "sim" / "icarus").is_dir()

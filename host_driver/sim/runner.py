@@ -37,6 +37,15 @@ def selected_sims():
 _BUILT = {}
 
 
+def use_ccache() -> bool:
+    """Verilator's C++ through ccache (``make setup`` installs it; ``AINIC_CCACHE=0`` turns it off): the
+    cache is ``$CCACHE_DIR``, else ``build/ccache``."""
+    flag = os.environ.get("AINIC_CCACHE", "1")
+    if flag not in ("0", "1"):
+        raise ValueError(f"AINIC_CCACHE must be 0 or 1, got {flag!r}")
+    return flag == "1" and shutil.which("ccache") is not None
+
+
 def build_top(sim: str, top: str, width: int, waves: bool = False):
     """Export, then compile (or find up to date) one configuration; once per process and configuration."""
     key = (sim, top, width, waves)
@@ -115,8 +124,16 @@ def _build(sim: str, top: str, width: int, waves: bool):
         build.mkdir(parents=True, exist_ok=True)
         stamp.write_text(repr(build_args) + config)
         makeflags = os.environ.get("MAKEFLAGS", "")
+        extra = ""
         if cxx_opt:         # variables in MAKEFLAGS override the assignments of Verilator's makefiles
-            os.environ["MAKEFLAGS"] = f"{makeflags} OPT_FAST={cxx_opt} OPT_SLOW=-O0 OPT_GLOBAL={cxx_opt}"
+            extra += f" OPT_FAST={cxx_opt} OPT_SLOW=-O0 OPT_GLOBAL={cxx_opt}"
+        if sim == "verilator" and use_ccache():
+            # every Verilator build compiles the same runtime (verilated.cpp, its VPI and threads, cocotb's
+            # main): about 12 s of C++ each, twenty-odd builds in the regression; ccache compiles it once
+            extra += " OBJCACHE=ccache"
+            os.environ.setdefault("CCACHE_DIR", str(build_dir() / "ccache"))
+        if extra:
+            os.environ["MAKEFLAGS"] = makeflags + extra
         try:
             runner.build(sources=sources, hdl_toplevel=name, build_dir=build, timescale=TIMESCALE,
                          build_args=build_args, log_file=build / "build.log", waves=waves and sim != "icarus")

@@ -72,7 +72,7 @@ def test_the_mlp_and_the_host_ring():
 def test_ainic_backends_time_the_calibrated_model():
     """The ring and the switch through the collective model, in ns at the clock; the switch's tree of
     8-port switches adds two links of latency a level (δ = 0 here: nothing else changes with N)."""
-    k = cm.Constants(100.0, 10.0, 1.0, 1.0, {"bfp8": 1.2}, {"bfp8": 0.0}, {"bfp8": 0.0})
+    k = cm.Constants({"bfp8": 1.0}, 0.4, 0.0, 0.0, 1.0, {"bfp8": 1.2}, {"bfp8": 0.0})
     constants = {"ring/allreduce": k, "switch/allreduce": k}
     ring, switch = Ainic("bfp8", 80.0, constants=constants), Ainic("bfp8", 80.0, "switch", constants=constants)
     assert ring.name == "ainic ring bfp8" and switch.name == "ainic switch bfp8"
