@@ -18,6 +18,45 @@ from hdl.flow.dedup import dedup
 _CHECKOUT = Path(__file__).resolve().parents[2]
 
 
+def _fast_meminit():
+    """Amaranth 0.5's RTLIL back end writes a memory's initial contents one bit at a time, a netlist value of
+    every bit built and read back (``ModuleEmitter.emit_memory``): 60 % of exporting the 8-port switch's
+    cluster bench (26 memories, 12.8 Mbit of zeros), minutes of the regression. This writes the same
+    ``$meminit_v2`` cell from the rows directly; tests/flow/test_export.py checks that the RTLIL is the same
+    text as Amaranth's own. Applied to the 0.5 series only (a later Amaranth keeps its own)."""
+    import amaranth
+    from amaranth.back import rtlil as back
+    from amaranth.hdl import _nir
+    if not amaranth.__version__.startswith("0.5.") or getattr(back.ModuleEmitter, "_ainic_fast_meminit", False):
+        return
+    slow = back.ModuleEmitter.emit_memory
+
+    def emit_memory(self, cell_idx, cell):
+        if not cell.width or not cell.init:
+            return slow(self, cell_idx, cell)
+        mask = (1 << cell.width) - 1
+        data = f"{cell.width * len(cell.init)}'" + "".join(format(row & mask, f"0{cell.width}b")
+                                                           for row in reversed(cell.init))
+        self.builder.cell("$meminit_v2", ports={
+            "ADDR": self.sigspec(),
+            "DATA": data,
+            "EN": self.sigspec(_nir.Value.ones(cell.width)),
+        }, parameters={
+            "MEMID": self.memories[cell_idx].memid,
+            "ABITS": 0,
+            "WIDTH": cell.width,
+            "WORDS": cell.depth,
+            "PRIORITY": 0,
+        }, src_loc=cell.src_loc)
+
+    back.ModuleEmitter.emit_memory = emit_memory
+    back.ModuleEmitter._ainic_fast_meminit = True
+    back.ModuleEmitter._ainic_slow_meminit = slow
+
+
+_fast_meminit()
+
+
 def build_dir() -> Path:
     """Where build outputs go (see the module docstring)."""
     if os.environ.get("AINIC_BUILD_DIR"):

@@ -54,3 +54,52 @@ def test_export_is_rebuilt_when_a_contract_value_changes(tmp_path):
     proto.write_text(proto.read_text().replace("IP_PROTOCOL_UDP = 17", "IP_PROTOCOL_UDP = 18"))
     text2, _, digest2 = _export(tmp_path)
     assert digest2 != digest and text2 != text and "8'h12" in text2
+
+
+def test_the_fast_memory_init_writes_what_amaranth_writes():
+    """hdl.flow.export replaces Amaranth 0.5's bit-at-a-time writer of memory contents: the RTLIL must be the
+    same text, for memories of odd widths, signed and unsigned rows, non-zero contents, and a real block's
+    buffers (the link sender's retransmission memory), and the Verilog of a whole export the same."""
+    from amaranth import Elaboratable, Module, Signal, signed, unsigned
+    from amaranth.back import rtlil
+    from amaranth.lib import memory
+
+    from hdl.flow import export as ex
+    from hdl.link.link_sender import LinkSender
+    from hdl.packet.rx_parser import RxParser
+
+    kinds = [(unsigned(1), 3, [1, 0, 1]), (unsigned(37), 5, [2**36 + 5, 0, 7]), (signed(9), 4, [-1, -256, 255, 3]),
+             (unsigned(512), 2, [])]
+
+    class Mems(Elaboratable):
+        def __init__(self):
+            self.ports = [Signal(range(depth), name=f"a{i}") for i, (_, depth, _) in enumerate(kinds)]
+
+        def elaborate(self, platform):
+            m = Module()
+            for i, ((shape, depth, init), a) in enumerate(zip(kinds, self.ports)):
+                m.submodules[f"m{i}"] = mem = memory.Memory(shape=shape, depth=depth, init=init)
+                rd = mem.read_port()
+                wr = mem.write_port()
+                d = Signal(shape, name=f"d{i}")
+                m.d.comb += [rd.addr.eq(a), wr.addr.eq(a), wr.data.eq(d), wr.en.eq(a == 0)]
+                m.d.sync += d.eq(rd.data + 1)
+            return m
+
+    def convert(design):
+        return rtlil.convert(design, name="top", emit_src=False,
+                             **({"ports": design.ports} if isinstance(design, Mems) else {}))
+
+    fast = rtlil.ModuleEmitter.emit_memory
+    assert rtlil.ModuleEmitter._ainic_fast_meminit
+    designs = [Mems, lambda: LinkSender(64), lambda: RxParser(64)]
+    try:
+        texts = []
+        assert ex.rtlil is rtlil         # the export converts through the patched back end
+        for emitter in (fast, rtlil.ModuleEmitter._ainic_slow_meminit):
+            rtlil.ModuleEmitter.emit_memory = emitter
+            texts.append([convert(make()) for make in designs])
+    finally:
+        rtlil.ModuleEmitter.emit_memory = fast
+    assert texts[0] == texts[1]
+    assert all("$meminit_v2" in t for t in texts[0])
