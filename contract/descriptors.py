@@ -75,12 +75,15 @@ STATUS_MEANING = {
     Status.write_decerr: "a host-memory write returned DECERR",
     Status.fetch_error: "reading the descriptor itself failed; the completion carries sq_index and phase (and "
                         "cycles), every other field 0",
-    Status.network_mismatch: "a received packet's header disagreed with the packet the ring expected next "
-                             "(wrong peer configuration, or a lost or corrupted frame): the result is not reliable",
+    Status.network_mismatch: "a received packet's header disagreed with the packet the ring expected next (the "
+                             "ranks are configured differently: another job's or collective's frame, another "
+                             "codec, the wrong peer table; lost and corrupted frames are the links' to repair): "
+                             "the result is not reliable",
     Status.ring_too_large: "the receive buffer cannot hold the frames this WORLD_SIZE keeps in flight at this "
                            "PACKET_ELEMS even with lag 1 (contract.credits.max_lag): use a smaller PACKET_ELEMS",
-    Status.timeout: "a switch all-reduce took no new result for AGG_DEADLINE cycles (the switch, or a worker, "
-                    "is gone): the destination is partly written",
+    Status.timeout: "nothing progressed for RING_DEADLINE cycles (ring: no stage moved; the completion's stall "
+                    "says what it waited for) or AGG_DEADLINE cycles (switch: no new result): a peer, the switch "
+                    "or a worker is gone; the destination is partly written",
 }
 assert list(STATUS_MEANING) == list(Status)
 

@@ -22,6 +22,13 @@ model`` warns when the RTL differs), ``results/model_error.json`` (prediction ag
 the largest held-out one must stay within 5 %) and ``results/model_calibration.png``. ``--reuse`` refits
 from the points already in the calibration file without simulating; ``--algorithm ring|switch`` measures
 one algorithm's sweep and keeps the file's points of the other.
+
+The calibration records the RTL it was measured on twice: ``rtl_digest``, the digest of the sources that
+elaborate the NIC and its benches (``ainic model`` compares it with the installed sources in a moment), and
+``verilog``, a digest of every bench's exported Verilog. A change of those sources that leaves the hardware as
+it was (a register's description, a comment, a refactoring) changes the first, not the second:
+``--restamp`` exports the benches again and, when every one is the same Verilog, records the new source
+digest without measuring anything; when one differs, it says which and exits 1 (`make calibrate` then).
 """
 
 import argparse
@@ -53,6 +60,46 @@ SWITCH_HELD = [(3, 1 << 17), (3, 1 << 20), (4, 1 << 19)]
 WIDE_WIDTH, WIDE_NODES, WIDE_FIT, WIDE_HELD = 1024, 4, (1 << 18, 1 << 20), (1 << 19,)
 #: the error the held-out points must stay within (issue 15)
 LIMIT = 0.05
+
+
+def benches(points) -> list:
+    """The (top, width) of every Verilog a set of points simulated: each cluster bench and the NIC inside."""
+    out = set()
+    for p in points:
+        switch = p["algorithm"] == "switch"
+        out.add((f"{'switch_' if switch else ''}cluster_n{SWITCH_BENCH if switch else p['nodes']}", p["width"]))
+        out.add(("nic", p["width"]))
+    return sorted(out)
+
+
+def verilog_digests(tops) -> dict:
+    """{"<top>_w<W>": sha256 of its exported Verilog} (exported, or found current in the build cache)."""
+    import hashlib
+
+    from hdl.flow.tops import export
+    return {f"{t}_w{w}": hashlib.sha256(export(t, w).read_bytes()).hexdigest()[:16] for t, w in tops}
+
+
+def restamp() -> int:
+    data = json.loads(CALIBRATION.read_text())
+    meta, digest = data["meta"], timing_digest()
+    if meta.get("rtl_digest") == digest:
+        print(f"calibrate: the calibration is of these sources already ({digest})")
+        return 0
+    if "verilog" not in meta:
+        print("calibrate: the calibration records no Verilog to compare: run `make calibrate`", file=sys.stderr)
+        return 1
+    now = verilog_digests([(k.rsplit("_w", 1)[0], int(k.rsplit("_w", 1)[1])) for k in meta["verilog"]])
+    changed = [k for k in meta["verilog"] if now[k] != meta["verilog"][k]]
+    if changed:
+        print(f"calibrate: the hardware changed ({', '.join(changed)}): run `make calibrate`", file=sys.stderr)
+        return 1
+    meta["rtl_digest"] = digest
+    for p in data["points"]:
+        p["rtl_digest"] = digest
+    CALIBRATION.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"calibrate: the same Verilog ({len(now)} benches): the calibration now records sources {digest}")
+    return 0
 
 
 def sweep(algorithms=("ring", "switch")):
@@ -126,11 +173,15 @@ def _measure_all(todo, workers, journal: Path, digest: str):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reuse", action="store_true", help="refit from the calibration file's points")
+    ap.add_argument("--restamp", action="store_true", help="the sources changed, the Verilog did not: record the "
+                    "sources' digest without measuring (see the module docstring)")
     ap.add_argument("--algorithm", choices=("ring", "switch"),
                     help="measure only this algorithm's sweep; keep the file's points of the other")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "model_error.json")
     args = ap.parse_args(argv)
+    if args.restamp:
+        return restamp()
     if args.reuse:
         points = json.loads(CALIBRATION.read_text())["points"]
     else:
@@ -160,6 +211,9 @@ def main(argv=None) -> int:
                                      text=True).stdout.strip(),
             # the RTL every point was measured on (None: points of different RTL, a partial re-measure)
             "rtl_digest": digests.pop() if len(digests := {p.get("rtl_digest") for p in points}) == 1 else None,
+            # the Verilog of every bench the points ran on (--restamp compares it)
+            "verilog": (json.loads(CALIBRATION.read_text())["meta"].get("verilog") if args.reuse
+                        else verilog_digests(benches(points))),
             "setup": "ring and switch on the RTL cluster, Verilator, W = 512 (and the ring at W = 1024), 80 Gb/s, "
                      "250 MHz, 125 cycles a link, P = 256, the lag chosen per ring",
             "held_out_max_abs_error": worst, "limit": LIMIT}

@@ -48,3 +48,26 @@ def test_the_smartnic_preset(tmp_path, capsys):
 def test_bad_arguments(args, message, capsys):
     assert main(["model", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_model_says_when_the_rtl_is_not_the_one_it_was_calibrated_on(tmp_path, monkeypatch, capsys):
+    """The calibration records the digest of the sources that elaborate the NIC and its benches; `ainic model`
+    warns on stderr when the installed RTL differs, and says nothing when it is the same."""
+    from hdl.flow.deps import timing_digest
+    from host_driver.cli import model
+
+    data = json.loads(cm.CALIBRATION.read_text())
+    stale = tmp_path / "calibration.json"
+    data["meta"]["rtl_digest"] = timing_digest()
+    stale.write_text(json.dumps(data))
+    assert model.calibration_warning(stale) == ""
+    data["meta"]["rtl_digest"] = "0123456789abcdef"
+    stale.write_text(json.dumps(data))
+    monkeypatch.setattr(cm, "CALIBRATION", stale)
+    assert main(["model", "--nodes", "4"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: the RTL changed since the calibration was measured" in err and "0123456789abcdef" in err
+    data["meta"]["rtl_digest"] = None
+    stale.write_text(json.dumps(data))
+    assert main(["model", "--nodes", "4"]) == 0
+    assert "does not record the RTL" in capsys.readouterr().err
