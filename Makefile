@@ -32,7 +32,7 @@ sim: $(PY)
 	AINIC_SIM=$(SIM) $(PY) -m pytest -n $(JOBS) cocotb_tests
 
 verilog: $(PY)
-	$(PY) scripts/export_verilog.py
+	$(PY) -m host_driver.cli verilog
 	$(PY) scripts/gen_regs.py
 
 lint synth: $(PY)
