@@ -70,7 +70,8 @@ def _cluster_sources(width: int, nic: str = "nic") -> tuple:
 
 
 SIM_TOPS = {
-    "host_bench": Top(HostBench, sources=lambda width: (MEMORY_SOURCE,)),
+    # the bench instantiates the exported NIC by module name, as the cluster benches do
+    "host_bench": Top(HostBench, sources=lambda width: (MEMORY_SOURCE, export("nic", width))),
     # the bench instantiates the exported NIC by module name: its own Verilog depends on the bench alone
     **{f"cluster_n{n}": Top(partial(_cluster, n), _cluster_sources, lambda width: (module_name("nic", width),),
                             module=ClusterBench.__module__)

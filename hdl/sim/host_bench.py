@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from contract import regmap as rm
 from hdl.host.axi import AxiLiteSignature, AxiSignature
-from hdl.nic.nic import Nic
+from hdl.nic.nic import nic_signature
 from hdl.stream.axis import check_width
 
 SIM_DIR = Path(__file__).resolve().parent
@@ -55,13 +55,18 @@ class HostBench(wiring.Component):
     """:class:`Nic` (network ports idle) + ``ainic_host_memory`` (2**addr_bits bytes). The memory's
     configuration, backdoor and statistics are top-level ports (``mem_*``) the testbench drives and reads.
 
+    The NIC is the exported one, instantiated by module name (``nic_module``, ``ainic_nic_w<W>``), as the
+    cluster bench instantiates it: the bench's own Verilog depends on the bench alone, and the NIC is
+    elaborated once for every bench and the integration top (it was elaborated again inside each bench).
+
     What the testbench watches inside is brought out as outputs too, so that the simulator need not keep
     internal signals visible (Verilator then optimises across the whole NIC): ``probe_m_axi__<name>``, every
     signal of the NIC's AXI4 port."""
 
-    def __init__(self, width: int = 512, addr_bits: int = 24):
+    def __init__(self, width: int = 512, addr_bits: int = 24, nic_module: str = None):
         self.width = check_width(width, self)
         self.addr_bits = addr_bits
+        self.nic_module = nic_module or f"ainic_nic_w{width}"
         members = {"s_axil": In(AxiLiteSignature((rm.SPAN - 1).bit_length())), "irq": Out(1)}
         members.update(memory_members())
         members.update({f"probe_m_axi__{name}": Out(desc.shape) for name, desc in AxiSignature(width).members.items()})
@@ -69,7 +74,11 @@ class HostBench(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.nic = nic = Nic(self.width)
+        sig = nic_signature(self.width)
+        nic = sig.create(path=("nic",))
+        ports = {("o_" if member.flow == Out else "i_") + "__".join(map(str, path)): value
+                 for path, member, value in sig.flatten(nic)}
+        m.submodules.nic = Instance(self.nic_module, i_clk=ClockSignal(), i_rst=ResetSignal(), **ports)
         wiring.connect(m, wiring.flipped(self.s_axil), nic.s_axil)
         m.d.comb += [self.irq.eq(nic.irq), nic.m_axis_tx.tready.eq(1)]
         add_host_memory(m, "memory", nic.m_axi, self, "mem_", self.width, self.addr_bits)
