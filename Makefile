@@ -23,20 +23,20 @@ setup:
 BLOCK_FILES = $(if $(BLOCK),$(or $(shell find tests cocotb_tests -name 'test_$(BLOCK).py'),$(error no test_$(BLOCK).py under tests/ or cocotb_tests/)),tests cocotb_tests)
 
 test: $(PY)
-	$(PY) -m pytest -n $(JOBS) --durations=25 $(BLOCK_FILES)
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup --durations=25 $(BLOCK_FILES)
 
 unit: $(PY)
-	$(PY) -m pytest -n $(JOBS) tests
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup tests
 
 sim: $(PY)
-	AINIC_SIM=$(SIM) $(PY) -m pytest -n $(JOBS) cocotb_tests
+	AINIC_SIM=$(SIM) $(PY) -m pytest -n $(JOBS) --dist loadgroup cocotb_tests
 
 verilog: $(PY)
 	$(PY) -m host_driver.cli verilog
 	$(PY) scripts/gen_regs.py
 
 lint synth: $(PY)
-	$(PY) -m pytest -n $(JOBS) tests/flow
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup tests/flow
 
 bench: $(PY)
 	$(PY) -m scripts.bench $(ARGS)

@@ -17,6 +17,9 @@ from hdl.flow.export import build_dir
 from host_driver.models import protocol as pr
 from host_driver.models.pcap import write_pcap
 
+# one worker takes the module (--dist loadgroup): its fixture builds the wheel and a venv once, not once a worker
+pytestmark = [pytest.mark.xdist_group("wheel"), pytest.mark.heavy(100)]   # heavy: the group starts early
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -145,10 +145,12 @@ async def scenarios_against_model(dut):
     await same_on_model(nic_scenarios.all_scenarios, 1, transcript, sq_entries=8, cq_entries=8)
 
 
-# heavy: the first mode of a wide build (it builds the bench); the other modes find it built and are short,
-# so they do not start at once on the other worker only to wait for the same build
+# heavy: the first mode of a wide build (it builds the bench); the other modes find it built and are short.
+# Every mode of a width on one worker (`make test` runs --dist loadgroup), one after the other: they do not
+# start at once on the other worker only to wait for the same build
 @pytest.mark.parametrize("width,mode", [
-    pytest.param(w, mode, marks=pytest.mark.heavy(180)) if w >= 512 and mode == list(MEMORY_MODES)[0] else (w, mode)
+    pytest.param(w, mode, marks=[pytest.mark.xdist_group(f"host_bench_w{w}")]
+                 + ([pytest.mark.heavy(180)] if w >= 512 and mode == list(MEMORY_MODES)[0] else []))
     for w in (*SIM_WIDTHS, WIDE_WIDTH) for mode in MEMORY_MODES])
 def test_host_interface(sim, width, mode):
     if sim == "icarus" and width >= 512:

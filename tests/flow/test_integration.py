@@ -17,6 +17,10 @@ from hdl.flow.toolchain import require, sim_env
 from hdl.flow.tops import EXPORT_WIDTHS, module_name
 from hdl.nic.nic import nic_signature
 
+# one worker takes the module (--dist loadgroup): its fixture exports ainic_nic.v, which the other worker would
+# wait for, idle
+pytestmark = [pytest.mark.xdist_group("nic_top"), pytest.mark.heavy(200)]   # heavy: the group starts early
+
 
 @pytest.fixture(scope="module")
 def top():

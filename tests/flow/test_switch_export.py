@@ -18,6 +18,10 @@ from hdl.flow.synth import yosys_elaborate
 from hdl.flow.toolchain import require, sim_env
 from hdl.flow.tops import EXPORT_WIDTHS, module_name
 
+# one worker takes the module (`make test` runs --dist loadgroup): its fixture exports the switch at four widths, and the
+# other worker would wait on the export lock for it, idle (95 s of each worker in the fresh-clone run)
+pytestmark = [pytest.mark.xdist_group("switch_export"), pytest.mark.heavy(150)]   # heavy: the group starts early
+
 BUILD = {"ports": 2, "pool_slots": 16, "max_packet": 64}
 
 
