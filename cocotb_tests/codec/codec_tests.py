@@ -3,6 +3,7 @@
 import os
 
 import cocotb
+from cocotb.triggers import SimTimeoutError, with_timeout
 import numpy as np
 
 from cocotb_tests import bench
@@ -41,11 +42,20 @@ async def start(dut, codec, sinks=("m_axis",)):
     return tb
 
 
+#: the longest a packet may take to come out once the one before it has (simulated time, at CLOCK_NS a
+#: cycle): the throughput test's 10,240-beat packet under no backpressure needs about 0.04 ms
+PACKET_TIMEOUT_MS = 2
+
+
 async def expect_frames(tb, wants, what):
     if os.environ.get("AINIC_FLIP_EXPECTED_BIT") and wants:      # self-test of the scoreboard, see below
         wants = [bytes([wants[0][0] ^ 1]) + wants[0][1:], *wants[1:]]
     for i, want in enumerate(wants):
-        rx = await tb.sink["m_axis"].recv()
+        try:        # a block that stops must fail here, not hang the regression until pytest's timeout
+            rx = await with_timeout(tb.sink["m_axis"].recv(), PACKET_TIMEOUT_MS, "ms")
+        except SimTimeoutError:
+            raise AssertionError(f"{what} packet {i} of {len(wants)}: nothing came out within "
+                                 f"{PACKET_TIMEOUT_MS} ms of simulated time (hung?)") from None
         got = bytes(rx.tdata)
         if got != want:
             pos = next((k for k in range(min(len(got), len(want))) if got[k] != want[k]), min(len(got), len(want)))

@@ -6,15 +6,9 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.arith.exact_adder import INT_POINT, LIMB_BITS, LIMBS, AccElem
 from hdl.arith.fp32_adder import CANONICAL_NAN
+from hdl.stream.pipeline import register
 
 INT32_MAX, INT32_MIN = (1 << 31) - 1, 1 << 31          # (the magnitude of the most negative int32)
-
-
-def _reg(m, value, name):
-    """``value`` one cycle later (pipeline data: no reset)."""
-    sig = Signal(len(value), name=name, reset_less=True)
-    m.d.sync += sig.eq(value)
-    return sig
 
 
 def _leading_zeros(m, v, name):
@@ -71,11 +65,11 @@ class ExactRounderLane(wiring.Component):
                 else:
                     resolved.append(t)                    # the top limb keeps the sign
             # register this group's results, the carry, and everything still to come
-            resolved = [_reg(m, r, f"s{stage + 1}_r{i}") for i, r in enumerate(resolved)]
-            carry = _reg(m, new_carry, f"s{stage + 1}_carry")
-            limbs = [None] * (3 * stage + 3) + [_reg(m, limbs[j], f"s{stage + 1}_l{j}").as_signed()
+            resolved = [register(m, r, f"s{stage + 1}_r{i}") for i, r in enumerate(resolved)]
+            carry = register(m, new_carry, f"s{stage + 1}_carry")
+            limbs = [None] * (3 * stage + 3) + [register(m, limbs[j], f"s{stage + 1}_l{j}").as_signed()
                                                 for j in range(3 * stage + 3, LIMBS)]
-            flags = _reg(m, flags, f"s{stage + 1}_flags")
+            flags = register(m, flags, f"s{stage + 1}_flags")
         top = resolved[-1].as_signed()
 
         # -- stage 4: magnitude and sign ---------------------------------------------------------------
@@ -89,9 +83,9 @@ class ExactRounderLane(wiring.Component):
             carry_in = neg
             for i in range(j):
                 carry_in = carry_in & all_ones[i]
-            mags.append(_reg(m, (words[j] + carry_in)[:LIMB_BITS], f"s4_mag{j}"))
-        neg = _reg(m, neg, "s4_neg")
-        flags = _reg(m, flags, "s4_flags")
+            mags.append(register(m, (words[j] + carry_in)[:LIMB_BITS], f"s4_mag{j}"))
+        neg = register(m, neg, "s4_neg")
+        flags = register(m, flags, "s4_flags")
 
         # -- stage 5: the top non-zero limb h, limb h - 1, and whether anything below is set -----------
         nz = [mg != 0 for mg in mags]
@@ -108,7 +102,7 @@ class ExactRounderLane(wiring.Component):
                                  below.eq(Cat(*nz[:j - 1]).any() if j > 1 else 0)]
         int_mag = Cat(mags[INT_POINT // 32][INT_POINT % 32:], mags[INT_POINT // 32 + 1])
         int_high = Cat(*nz[INT_POINT // 32 + 2:]).any()
-        s5 = {name: _reg(m, v, f"s5_{name}") for name, v in
+        s5 = {name: register(m, v, f"s5_{name}") for name, v in
               (("h", h), ("hi", hi), ("lo", lo), ("below", below), ("neg", neg), ("flags", flags),
                ("int_mag", int_mag), ("int_high", int_high))}
 
@@ -132,7 +126,7 @@ class ExactRounderLane(wiring.Component):
         m.d.comb += low_mask.eq((Const(1, 65) << gpos)[:64] - 1)
         sticky = ~small & (((window & low_mask) != 0) | s5["below"])
         zero = (s5["hi"] == 0)
-        s6 = {name: _reg(m, v, f"s6_{name}") for name, v in
+        s6 = {name: register(m, v, f"s6_{name}") for name, v in
               (("q", q), ("guard", guard), ("sticky", sticky), ("shift", Mux(small, 0, p - 23)),
                ("zero", zero), ("neg", s5["neg"]), ("flags", s5["flags"]), ("int_mag", s5["int_mag"]),
                ("int_high", s5["int_high"]))}

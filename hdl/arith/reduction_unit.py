@@ -21,7 +21,7 @@ class ReductionUnit(wiring.Component):
     consumed from both inputs together; framing (``tkeep``, ``tlast``) is taken from ``s_axis_a``.
 
     * ``width``: W in {64, 128, 256, 512}; W/32 lanes.
-    * Latency: 6 cycles from an input beat to ``m_axis.tvalid`` (4 adder stages + FIFO write and read).
+    * Latency: 10 cycles from an input beat to ``m_axis.tvalid`` (8 adder stages + FIFO write and read).
     * Throughput: one beat per cycle while ``m_axis.tready`` is high.
     * Backpressure: ``tready`` on the inputs is a registered credit check ANDed with both ``tvalid``
       (the join); no combinational path from ``m_axis.tready``.

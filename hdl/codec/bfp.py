@@ -10,8 +10,9 @@ from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.codec.half_float import CANONICAL_NAN, _rne
+from hdl.codec.half_float import CANONICAL_NAN
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
+from hdl.stream.pipeline import delay, wire
 
 BLOCK = 16
 BLOCK_BITS = 32 * BLOCK
@@ -42,7 +43,9 @@ def block_bytes(m_bits: int) -> int:
     return 1 + BLOCK * m_bits // 8
 
 
-def _max(m, values, name):
+def _max(m, values, name, levels, stage):
+    """The maximum of ``values``: a tree of comparisons, ``stage`` after every ``levels`` of it."""
+    depth = 0
     while len(values) > 1:
         nxt = []
         for i in range(0, len(values) - 1, 2):
@@ -52,71 +55,126 @@ def _max(m, values, name):
         if len(values) % 2:
             nxt.append(values[-1])
         values = nxt
+        depth += 1
+        if depth % levels == 0:
+            values = [stage(m, v, f"{name}_{len(values)}_r{i}") for i, v in enumerate(values)]
     return values[0]
 
 
-def encode(m, block, is8, name="bfp"):
+#: registers :func:`encode` puts between its input and its output when staged
+ENCODE_STAGES = 4
+
+
+def encode(m, block, is8, name="bfp", stage=wire):
     """512-bit block of fp32 -> the encoded record (exponent byte, then 16 M-bit integers, element i at
     bits [M*i, M*(i+1))), M = 8 where ``is8`` else 4, as 17*8 bits (a bfp4 record uses the low 9 bytes).
+
+    ``stage`` (hdl/stream/pipeline.py) cuts it into :data:`ENCODE_STAGES` pipeline stages: (1, 2) the
+    block's exponent E, two levels of the maximum tree each; (3) each element's shift; (4) the bits of its
+    quotient, guard and sticky; the last stage rounds, saturates and signs. ``is8`` travels with the block.
 
     One encoder serves both widths at run time (a per-codec copy would double the area, and Yosys'
     resource sharing spends minutes proving two exclusive copies shareable).
     """
-    mb = Signal(4, name=f"{name}_m")
-    qmax = Signal(8, name=f"{name}_qmax")
-    m.d.comb += [mb.eq(Mux(is8, 8, 4)), qmax.eq(Mux(is8, 127, 7))]
     elems = [block[32 * i:32 * (i + 1)] for i in range(BLOCK)]
     exps = []
     for i, x in enumerate(elems):
         e = Signal(8, name=f"{name}_ex{i}")
         m.d.comb += e.eq(Mux(x[23:31] == 0, 1, x[23:31]))
         exps.append(e)
-    E = _max(m, exps, f"{name}_max")
-    qs = []
+    E = _max(m, exps, f"{name}_max", 2, stage)
+    is8 = delay(m, is8, 2, f"{name}_is8", stage)
+    # the elements and their exponents wait beside the tree
+    elems = [delay(m, x, 2, f"{name}_x{i}", stage) for i, x in enumerate(elems)]
+    exps = [delay(m, e, 2, f"{name}_e{i}", stage) for i, e in enumerate(exps)]
+    # |x| / 2**(E-127-(M-2)) = m / 2**sh, sh = E - e + 25 - M >= 17; shift = sh - 17 (8 and more: 0)
+    fields = []
     for i, x in enumerate(elems):
         d = Signal(8, name=f"{name}_d{i}")
-        sh = Signal(5, name=f"{name}_sh{i}")
-        m.d.comb += [d.eq(E - exps[i]), sh.eq(Mux(d > 1 + mb, 26, d + 25 - mb))]
-        r = _rne(m, Cat(x[:23], x[23:31] != 0), sh, 8, f"{name}_q{i}")
-        mag = Mux(r > qmax, qmax, r[:8])
+        shift = Signal(4, name=f"{name}_sh{i}")
+        m.d.comb += [d.eq(E - exps[i]),
+                     shift.eq(Mux(is8, Mux(d > 8, 8, d[:4]), Mux(d > 4, 8, d[:3] + 4)))]
+        fields.append((stage(m, Cat(x[:23], x[23:31] != 0), f"{name}_m{i}"), stage(m, shift, f"{name}_s{i}"),
+                       stage(m, x[31], f"{name}_n{i}")))
+    E, is8 = stage(m, E, f"{name}_E3"), delay(m, is8, 2, f"{name}_is8_4", stage)
+    qs = []
+    for i, (mag24, shift, neg) in enumerate(fields):
+        # the quotient's bits, guard and sticky (rne_shift's selection), registered; then one adder rounds
+        # and signs: -(q + up) = ~q + (1 - up), so the result is (q ^ neg) + (up ^ neg); up is dropped
+        # where q is already qmax (saturation: only qmax rounded up would pass it)
+        q7 = Signal(7, name=f"{name}_q7_{i}")
+        guard, sticky = Signal(name=f"{name}_g{i}"), Signal(name=f"{name}_st{i}")
+        reach = Cat(*[shift > j for j in range(8)])
+        above = mag24[16:]
+        m.d.comb += [q7.eq(above[1:] >> shift), guard.eq((above >> shift)[0]),
+                     sticky.eq(mag24[:16].any() | (above & reach).any())]
+        q7, guard, sticky = stage(m, q7, f"{name}_sq{i}"), stage(m, guard, f"{name}_sg{i}"), stage(m, sticky, f"{name}_ss{i}")
+        neg = stage(m, neg, f"{name}_n4{i}")
+        at_max = Mux(is8, q7 == 127, q7 == 7)
+        up = guard & (sticky | q7[0]) & ~at_max
         q = Signal(8, name=f"{name}_q{i}")
-        m.d.comb += q.eq(Mux(E == 0xFF, 0, Mux(x[31], -mag, mag)))
+        m.d.comb += q.eq((Cat(q7, 0) ^ neg.replicate(8)) + (up ^ neg))
         qs.append(q)
-    return Mux(is8, Cat(E, *[q[:8] for q in qs]), Cat(E, *[q[:4] for q in qs]))
+    E = stage(m, E, f"{name}_E4")
+    nonfinite = E == 0xFF
+    return Mux(is8, Cat(E, *[Mux(nonfinite, 0, q[:8]) for q in qs]),
+               Cat(E, *[Mux(nonfinite, 0, q[:4]) for q in qs]))
 
 
-def decode(m, record, is8, name="bfpd"):
+#: registers :func:`decode` puts between its input and its output when staged
+DECODE_STAGES = 2
+
+
+def decode(m, record, is8, name="bfpd", stage=wire):
     """Encoded record (as :func:`encode` lays it out) -> 512-bit block of fp32: q * 2**(E-127-(M-2));
-    E = 255 -> canonical NaN for every element."""
-    mb = Signal(4, name=f"{name}_m")
-    m.d.comb += mb.eq(Mux(is8, 8, 4))
+    E = 255 -> canonical NaN for every element.
+
+    ``stage`` cuts it into :data:`DECODE_STAGES` pipeline stages: (1) each magnitude |q| and the block's
+    exponent terms, (2) the leading one of |q|, the exponent field and the subnormal shift; the last stage
+    normalises and packs. ``is8`` is read in the first stage only."""
+    mb = Mux(is8, 8, 4)
     E = record[:8]
-    outs = []
+    base = Signal(range(-8, 512), name=f"{name}_base")      # the field of an element whose leading one is bit 0
+    ssh = Signal(5, name=f"{name}_ssh")
+    m.d.comb += [base.eq(E + 2 - mb), ssh.eq((E + 24 - mb)[:5])]
+    mags = []
     for i in range(BLOCK):
         q = Signal(8, name=f"{name}_q{i}")
         m.d.comb += q.eq(Mux(is8, record[8 + 8 * i:16 + 8 * i], record[8 + 4 * i:12 + 4 * i].as_signed()))
-        neg = q[7]
         a = Signal(8, name=f"{name}_a{i}")
-        m.d.comb += a.eq(Mux(neg, -q, q))
+        m.d.comb += a.eq(Mux(q[7], -q, q))
+        mags.append((stage(m, a, f"{name}_a1{i}"), stage(m, q[7], f"{name}_n1{i}")))
+    # an element is normal where its field base + p >= 1, p the position of its leading one: p >= 1 - base
+    thr = Signal(4, name=f"{name}_thr")
+    m.d.comb += thr.eq(Mux(base >= 1, 0, Mux(base <= -7, 8, (1 - base)[:4])))
+    base, ssh = stage(m, base, f"{name}_base1").as_signed(), stage(m, ssh, f"{name}_ssh1")
+    thr = stage(m, thr, f"{name}_thr1")
+    nan = stage(m, E == 0xFF, f"{name}_nan1")
+    fields = []
+    for i, (a, neg) in enumerate(mags):
         p = Signal(3, name=f"{name}_p{i}")
         for b in range(8):
             with m.If(a[b]):
                 m.d.comb += p.eq(b)
         field = Signal(range(-8, 512), name=f"{name}_field{i}")
-        m.d.comb += field.eq(E + 2 - mb + p)
+        m.d.comb += field.eq(base + p)
+        sub = (a << ssh)[:23]
+        fields.append([stage(m, v, f"{name}_{k}2{i}") for k, v in
+                       (("a", a), ("n", neg), ("p", p), ("f", field.as_unsigned()), ("s", sub), ("z", a == 0),
+                        ("norm", p >= thr))])
+    nan = stage(m, nan, f"{name}_nan2")
+    outs = []
+    for i, (a, neg, p, field, sub, zero, normal) in enumerate(fields):
         fsh = Signal(5, name=f"{name}_fsh{i}")
         m.d.comb += fsh.eq(23 - p)
         normal_frac = (a << fsh)[:23]
-        ssh = Signal(5, name=f"{name}_ssh{i}")
-        m.d.comb += ssh.eq((E + 24 - mb)[:5])
-        sub = (a << ssh)[:23]
         out = Signal(32, name=f"{name}_o{i}")
-        with m.If(E == 0xFF):
+        with m.If(nan):
             m.d.comb += out.eq(CANONICAL_NAN)
-        with m.Elif(a == 0):
+        with m.Elif(zero):
             m.d.comb += out.eq(0)
-        with m.Elif(field >= 1):
-            m.d.comb += out.eq(Cat(normal_frac, field.as_unsigned()[:8], neg))
+        with m.Elif(normal):
+            m.d.comb += out.eq(Cat(normal_frac, field[:8], neg))
         with m.Else():
             m.d.comb += out.eq(Cat(sub, C(0, 8), neg))
         outs.append(out)
@@ -205,9 +263,15 @@ class BlockScatter(wiring.Component):
             m.d.comb += avail.eq(blk_n << 4)
         else:
             m.d.comb += avail.eq(lanes)
-        out_last = (remaining <= avail) | (blk_last & final_sub)
+        # ``remaining <= avail``, registered: each candidate (a beat left or not; a new group or not) is
+        # compared before the handshake picks one
+        ends = Signal()
+        dec = Signal.like(remaining)
+        m.d.comb += dec.eq(Mux(remaining > lanes, remaining - lanes, 0))
+        reach_new = (self.s.blocks << 4) if self.group > 1 else lanes
+        out_last = ends | (blk_last & final_sub)
         emit = o.tvalid & o.tready
-        keep_lanes = Mux(remaining >= avail, avail, remaining)
+        keep_lanes = Mux(ends, remaining, avail)
         m.d.comb += [
             o.tvalid.eq(valid & ~done),
             o.tdata.eq(blk.word_select(sub, W)),
@@ -217,19 +281,27 @@ class BlockScatter(wiring.Component):
         # the block is finished when its final beat goes out, or at once while dropping
         finish = valid & ((emit & (final_sub | out_last)) | done)
         m.d.comb += self.s.ready.eq(~valid | finish)
+        load = self.s.valid & self.s.ready
+        opens = first | (finish & blk_last)
         with m.If(emit):
-            m.d.sync += [sub.eq(sub + 1), remaining.eq(Mux(remaining > lanes, remaining - lanes, 0))]
+            m.d.sync += [sub.eq(sub + 1), remaining.eq(dec)]
             with m.If(out_last & ~(blk_last & final_sub)):
                 m.d.sync += done.eq(1)
         with m.If(finish):
             m.d.sync += [valid.eq(0), sub.eq(0)]
             with m.If(blk_last):
                 m.d.sync += [first.eq(1), done.eq(0)]
-        with m.If(self.s.valid & self.s.ready):
+        with m.If(load):
             m.d.sync += [blk.eq(self.s.data), blk_last.eq(self.s.last), valid.eq(1), sub.eq(0),
                          first.eq(0)]
             if self.group > 1:
                 m.d.sync += blk_n.eq(self.s.blocks)
-            with m.If(first | (finish & blk_last)):        # this block opens a packet
-                m.d.sync += remaining.eq(self.s.user)
+            with m.If(opens):        # this block opens a packet
+                m.d.sync += [remaining.eq(self.s.user), ends.eq(self.s.user <= reach_new)]
+            with m.Elif(emit):
+                m.d.sync += ends.eq(dec <= reach_new)
+            with m.Else():
+                m.d.sync += ends.eq(remaining <= reach_new)
+        with m.Elif(emit):
+            m.d.sync += ends.eq(dec <= avail)
         return m

@@ -1,15 +1,18 @@
 """Streaming gradient compressor: fp32 beats in, codec bytes packed densely into W-bit beats out."""
 
-from amaranth import Cat, Module, Mux
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from contract.enums import Codec
 from hdl.codec import bfp
-from hdl.codec.half_float import f32_to_bf16, f32_to_f16
+from hdl.codec.half_float import F32_TO_F16_STAGES, f32_to_bf16, f32_to_f16
 from hdl.codec.wire_size import chunk_bytes as codec_chunk_bytes
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
-from hdl.stream.byte_packer import BytePacker, ChunkRegister
+from hdl.stream.byte_packer import BytePacker, byte_mask
+from hdl.stream.credit_buffer import CreditBuffer
+from hdl.stream.pipeline import delay, register
+from hdl.stream.register_slice import StreamSlice
 
 
 def compressor_signature(width: int) -> wiring.Signature:
@@ -34,9 +37,9 @@ class Compressor(wiring.Component):
       out per beat; fp16/bf16: W/16 bytes; bfp: a 16-element block every 512/W beats below W = 512, W/512
       blocks a beat from W = 512 on). Back-to-back
       packets cost nothing unless a packet ends with more than one output beat left to flush (one cycle).
-    * Latency: none 0 cycles; otherwise 2 cycles from a chunk's last input beat to the packer, plus the
-      input needed to fill an output beat (measured first-in to first-out at W=512: fp16/bf16 3, bfp8 6,
-      bfp4 10).
+    * Latency: none 0 cycles; otherwise the codec pipeline's 4 stages, the buffer behind it (2), the
+      packer (1) and the output slice (1) from a chunk's last input beat (bfp: from the block's last beat into the gather, 1 more),
+      plus the input needed to fill an output beat.
     * Backpressure: any pattern; nothing is dropped.
     """
 
@@ -51,50 +54,68 @@ class Compressor(wiring.Component):
         chunk_bytes = codec_chunk_bytes(W)
         s, o, codec = self.s_axis, self.m_axis, self.cfg_codec
         m.submodules.packer = packer = BytePacker(chunk_bytes, W // 8)
-        # the codecs' logic ends in a register before the packer's shifter (timing, and synthesis time)
-        m.submodules.stage = stage = ChunkRegister(chunk_bytes)
-        wiring.connect(m, stage.m, packer.s)
+        # the packed beats leave through a register slice: m_axis.tready reaches no further than its flops
+        # (the packer's handshake and its level are the loop that sets this block's clock)
+        m.submodules.out = out = StreamSlice(W)
+        wiring.connect(m, packer.m_axis, out.s_axis)
         m.submodules.gather = gather = bfp.BlockGather(W)
+        # the codecs are a free-running pipeline of LATENCY stages (no enable); the buffer behind it takes
+        # the backpressure and hands the packer one chunk a cycle
+        latency = bfp.ENCODE_STAGES
+        assert latency == F32_TO_F16_STAGES + 1         # the halves' first stage is their input register
+        count_bits = len(packer.s.count)
+        m.submodules.buffer = buf = CreditBuffer(8 * chunk_bytes + count_bits + 1, latency)
+        is_bfp = (codec == Codec.bfp8) | (codec == Codec.bfp4)
+        is_half = (codec == Codec.fp16) | (codec == Codec.bf16)
+        fire = Signal()
+        m.d.comb += fire.eq(Mux(is_bfp, gather.m.valid, is_half & s.tvalid) & buf.ready)
 
-        # fp16 / bf16: one lane per element, combinational, straight into the packer
-        halves_f16 = Cat(*[f32_to_f16(m, s.tdata[32 * i:32 * (i + 1)], f"h{i}") for i in range(lanes)])
-        halves_bf16 = Cat(*[f32_to_bf16(m, s.tdata[32 * i:32 * (i + 1)], f"b{i}") for i in range(lanes)])
+        # fp16 / bf16: one lane per element; the input beat is the pipeline's first register
+        beat = register(m, s.tdata, "beat")
+        halves_f16 = Cat(*[f32_to_f16(m, beat[32 * i:32 * (i + 1)], f"h{i}", register) for i in range(lanes)])
+        halves_bf16 = Cat(*[f32_to_bf16(m, beat[32 * i:32 * (i + 1)], f"b{i}", register) for i in range(lanes)])
         in_bytes = keep_count(m, s.tkeep, "in_bytes")
         # block floating point: gather 16 elements, encode the block, hand the packer one record
         is8 = codec == Codec.bfp8
         group = gather.group
-        records = [bfp.encode(m, gather.m.data[bfp.BLOCK_BITS * i:bfp.BLOCK_BITS * (i + 1)], is8, f"bfp{i}")
-                   for i in range(group)]
+        records = [bfp.encode(m, gather.m.data[bfp.BLOCK_BITS * i:bfp.BLOCK_BITS * (i + 1)], is8, f"bfp{i}",
+                              register) for i in range(group)]
+        # what the chunk needs besides its data travels beside the pipeline, with the codec it was made with
+        half_count = Signal(range(W // 16 + 1))
+        m.d.comb += half_count.eq(in_bytes >> 1)
+        valid_d = delay(m, fire, latency, "valid", reset=True)
+        last_d = delay(m, Mux(is_bfp, gather.m.last, s.tlast), latency, "last")
+        half_count_d = delay(m, half_count, latency, "half_count")
+        blocks_d = delay(m, gather.m.blocks, latency, "blocks")
+        codec_d = delay(m, codec, latency, "codec")
+        bfp_d, is8_d = (codec_d == Codec.bfp8) | (codec_d == Codec.bfp4), codec_d == Codec.bfp8
+        chunk = Mux(bfp_d, bfp.group_records(records, is8_d), Mux(codec_d == Codec.fp16, halves_f16, halves_bf16))
+        count = Signal(count_bits)
+        m.d.comb += count.eq(Mux(bfp_d, blocks_d * Mux(is8_d, bfp.block_bytes(8), bfp.block_bytes(4)), half_count_d))
+        m.d.comb += [
+            buf.enter.eq(fire),
+            buf.p_valid.eq(valid_d),
+            buf.p_data.eq(Cat(chunk & byte_mask(count, chunk_bytes), count, last_d)),
+            packer.s.data.eq(buf.m_data[:8 * chunk_bytes]),
+            packer.s.count.eq(buf.m_data[8 * chunk_bytes:8 * chunk_bytes + count_bits]),
+            packer.s.last.eq(buf.m_data[-1]),
+            packer.s.valid.eq(buf.m_valid),
+            buf.m_ready.eq(packer.s.ready),
+        ]
 
-        with m.Switch(codec):
-            with m.Case(Codec.fp16, Codec.bf16):
-                with m.If(codec == Codec.fp16):
-                    m.d.comb += stage.s.data.eq(halves_f16)
-                with m.Else():
-                    m.d.comb += stage.s.data.eq(halves_bf16)
-                m.d.comb += [
-                    stage.s.count.eq(in_bytes >> 1),
-                    stage.s.last.eq(s.tlast),
-                    stage.s.valid.eq(s.tvalid),
-                    s.tready.eq(stage.s.ready),
-                ]
-                wiring.connect(m, packer.m_axis, wiring.flipped(o))
-            with m.Case(Codec.bfp8, Codec.bfp4):
-                m.d.comb += [
-                    gather.s_axis.tdata.eq(s.tdata),
-                    gather.s_axis.tkeep.eq(s.tkeep),
-                    gather.s_axis.tlast.eq(s.tlast),
-                    gather.s_axis.tvalid.eq(s.tvalid),
-                    s.tready.eq(gather.s_axis.tready),
-                    stage.s.last.eq(gather.m.last),
-                    stage.s.valid.eq(gather.m.valid),
-                    gather.m.ready.eq(stage.s.ready),
-                ]
-                m.d.comb += [
-                    stage.s.data.eq(bfp.group_records(records, is8)),
-                    stage.s.count.eq(gather.m.blocks * Mux(is8, bfp.block_bytes(8), bfp.block_bytes(4))),
-                ]
-                wiring.connect(m, packer.m_axis, wiring.flipped(o))
-            with m.Default():
-                wiring.connect(m, wiring.flipped(s), wiring.flipped(o))
+        with m.If(is_half):
+            m.d.comb += s.tready.eq(buf.ready)
+            wiring.connect(m, out.m_axis, wiring.flipped(o))
+        with m.Elif(is_bfp):
+            m.d.comb += [
+                gather.s_axis.tdata.eq(s.tdata),
+                gather.s_axis.tkeep.eq(s.tkeep),
+                gather.s_axis.tlast.eq(s.tlast),
+                gather.s_axis.tvalid.eq(s.tvalid),
+                s.tready.eq(gather.s_axis.tready),
+                gather.m.ready.eq(buf.ready),
+            ]
+            wiring.connect(m, out.m_axis, wiring.flipped(o))
+        with m.Else():
+            wiring.connect(m, wiring.flipped(s), wiring.flipped(o))
         return m

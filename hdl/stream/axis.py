@@ -9,7 +9,7 @@ array of elements maps onto a beat with element ``j`` of width ``w`` at ``tdata[
 ``tkeep`` is contiguous from byte 0; only the beat with ``tlast`` may be partial.
 """
 
-from amaranth import Const, Mux, Signal
+from amaranth import Cat, Const, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -56,9 +56,11 @@ class AxiStreamSignature(wiring.Signature):
 
 
 def keep_mask(count, nbytes: int):
-    """A tkeep value with the low ``count`` bits set (count is a Value in 0..nbytes)."""
-    return Mux(count >= nbytes, Const((1 << nbytes) - 1, nbytes),
-               (Const(1, nbytes + 1) << count)[:nbytes] - 1)
+    """A tkeep value with the low ``count`` bits set (count is a Value in 0..nbytes): bit i is ``count > i``,
+    a comparison with a constant each (no carry chain); 0 where ``count`` cannot reach past i."""
+    count = Value.cast(count)
+    top = (1 << len(count)) - 1 if not count.shape().signed else (1 << (len(count) - 1)) - 1
+    return Cat(*[count > i if i < top else Const(0, 1) for i in range(nbytes)])
 
 
 def keep_count(m, keep, name="keep_count"):

@@ -19,7 +19,8 @@ class ChunkSignature(wiring.Signature):
         super().__init__(members)
 
 
-def _byte_mask(count, nbytes):
+def byte_mask(count, nbytes):
+    """``nbytes`` bytes of ones in the low ``count`` bytes, zeros above (to clear what a chunk does not hold)."""
     return Cat(*[b.replicate(8) for b in keep_mask(count, nbytes)])
 
 
@@ -46,7 +47,8 @@ class BytePacker(wiring.Component):
     """Chunks of up to ``in_bytes`` bytes -> densely packed ``out_bytes``-byte AXI-Stream beats.
 
     A packet's bytes are concatenated; its last beat is partial (``tkeep``) and the next packet starts a
-    new beat. Latency 1 cycle. Accepts a chunk every cycle while the output takes beats, across packet
+    new beat. The bytes of ``s.data`` past ``s.count`` must be zero (the producer clears them with
+    :func:`byte_mask` where it has time to spare: here they would lengthen the insertion's path). Latency 1 cycle. Accepts a chunk every cycle while the output takes beats, across packet
     ends too: while a packet's last beats flush, the next packet's first chunk waits in a hold register and
     enters the buffer, with the chunk after it, in the cycle the last beat leaves. ``m_axis.tvalid`` comes
     from registers; ``s.ready`` depends on ``m_axis.tready`` only while a packet end is being flushed.
@@ -64,51 +66,67 @@ class BytePacker(wiring.Component):
         buf = Signal(8 * cap)
         level = Signal(range(cap + 1))
         flush = Signal()
+        # comparisons of the level, registered: each candidate next level is compared before the handshake
+        # picks one, so the path from the handshake to the registers is a few multiplexers long
+        full, one_beat, empty, room = Signal(), Signal(init=1), Signal(init=1), Signal(init=1)
+
+        def set_level(value):
+            return [level.eq(value), full.eq(value >= OUT), one_beat.eq(value <= OUT), empty.eq(value == 0),
+                    room.eq(value <= cap - IN)]
+
         m.d.comb += [
-            o.tvalid.eq((level >= OUT) | (flush & (level != 0))),
+            o.tvalid.eq(full | (flush & ~empty)),
             o.tdata.eq(buf[:8 * OUT]),
             o.tkeep.eq(keep_mask(level, OUT)),
-            o.tlast.eq(flush & (level <= OUT)),
+            o.tlast.eq(flush & one_beat),
         ]
         emit = o.tvalid & o.tready
         # the packet being flushed is done: its last beat leaves now (or it had no bytes)
         drain = Signal()
-        m.d.comb += drain.eq(flush & ((emit & o.tlast) | (level == 0)))
+        m.d.comb += drain.eq(flush & ((emit & one_beat) | empty))
         # while a packet end flushes, the next packet's first chunk waits in ``hold`` (the input never
         # stalls for a flush of two beats); at the drain it enters the buffer, with the chunk after it
         hold = Signal(8 * IN)
         hold_count = Signal(range(IN + 1))
         hold_last = Signal()
         hold_valid = Signal()
-        m.d.comb += s.ready.eq(Mux(flush, drain | ~hold_valid, level <= cap - IN))
+        m.d.comb += s.ready.eq(Mux(flush, drain | ~hold_valid, room))
         take = s.valid & s.ready
-        shifted = Signal(8 * cap)
-        lvl1 = Signal(range(cap + 1))
-        m.d.comb += [
-            shifted.eq(Mux(emit, buf >> (8 * OUT), buf)),
-            lvl1.eq(Mux(emit, Mux(level > OUT, level - OUT, 0), level)),
-        ]
-        masked = Signal(8 * IN)
-        m.d.comb += masked.eq(s.data & _byte_mask(s.count, IN))
-        insert = Signal(8 * cap)
-        m.d.comb += insert.eq(masked << Cat(C(0, 3), lvl1))
+        # the chunk goes in at the registered level, then the beat that leaves (if one does) shifts out:
+        # the shifter's amount never waits on m_axis.tready
+        merged = Signal(8 * cap)
+        m.d.comb += merged.eq(buf | (s.data << Cat(C(0, 3), level)))
+        after_beat = Mux(full & ~one_beat, level - OUT, 0)      # the level once a beat has left
         with m.If(drain & hold_valid):
-            after = take & ~hold_last          # the held packet goes on: the new chunk follows it
-            m.d.sync += [
-                buf.eq(hold | Mux(after, masked << Cat(C(0, 3), hold_count), 0)),
-                level.eq(hold_count + Mux(after, s.count, 0)),
-                flush.eq(hold_last | (after & s.last)),
-                hold_valid.eq(take & hold_last),
-            ]
+            m.d.sync += [flush.eq(hold_last), hold_valid.eq(0)]
+            with m.If(take & ~hold_last):       # the held packet goes on: the new chunk follows it
+                m.d.sync += [buf.eq(hold | (s.data << Cat(C(0, 3), hold_count))), flush.eq(s.last)]
+                m.d.sync += set_level(hold_count + s.count)
+            with m.Else():
+                m.d.sync += buf.eq(hold)
+                m.d.sync += set_level(hold_count)
             with m.If(take & hold_last):        # a one-chunk packet: the new chunk is the next one held
-                m.d.sync += [hold.eq(masked), hold_count.eq(s.count), hold_last.eq(s.last)]
+                m.d.sync += [hold.eq(s.data), hold_count.eq(s.count), hold_last.eq(s.last), hold_valid.eq(1)]
         with m.Elif(take & flush & ~drain):
-            m.d.sync += [buf.eq(shifted), level.eq(lvl1),
-                         hold.eq(masked), hold_count.eq(s.count), hold_last.eq(s.last), hold_valid.eq(1)]
-        with m.Elif(take):
-            m.d.sync += [buf.eq(shifted | insert), level.eq(lvl1 + s.count), flush.eq(s.last)]
+            m.d.sync += [hold.eq(s.data), hold_count.eq(s.count), hold_last.eq(s.last), hold_valid.eq(1)]
+            with m.If(emit):
+                m.d.sync += buf.eq(buf >> (8 * OUT))
+                m.d.sync += set_level(after_beat)
+        with m.Elif(take & drain):              # the packet before is out: this one starts a new beat
+            m.d.sync += [buf.eq(s.data), flush.eq(s.last)]
+            m.d.sync += set_level(s.count)
+        with m.Elif(take):                      # not flushing: a beat leaves only from a full one
+            m.d.sync += flush.eq(s.last)
+            with m.If(emit):
+                m.d.sync += buf.eq(merged >> (8 * OUT))
+                m.d.sync += set_level(level + s.count - OUT)
+            with m.Else():
+                m.d.sync += buf.eq(merged)
+                m.d.sync += set_level(level + s.count)
         with m.Else():
-            m.d.sync += [buf.eq(shifted), level.eq(lvl1)]
+            with m.If(emit):
+                m.d.sync += buf.eq(buf >> (8 * OUT))
+                m.d.sync += set_level(after_beat)
             with m.If(drain):
                 m.d.sync += flush.eq(0)
         return m
@@ -121,7 +139,8 @@ class ByteUnpacker(wiring.Component):
     ``s_axis.tuser`` of a packet's first beat is carried on every chunk of that packet as ``m.user``.
     Latency 1 cycle; one chunk per cycle while bytes last; after a packet's last beat, input waits until
     the packet's last chunk leaves and takes the next packet's first beat in that same cycle. ``m.valid``
-    comes from registers; ``s_axis.tready`` depends on ``m.ready`` only at a packet end.
+    comes from registers; ``s_axis.tready`` depends on ``m.ready`` only at a packet end. ``take`` is
+    sampled with a packet's first beat, as ``tuser`` is, and holds for that packet.
     """
 
     def __init__(self, in_bytes: int, out_bytes: int, user_width: int = 16):
@@ -136,38 +155,75 @@ class ByteUnpacker(wiring.Component):
         m = Module()
         IN, OUT = self.in_bytes, self.out_bytes
         cap = IN + 2 * OUT          # refill while at least two chunks are left: the output never starves
-        s, o, take = self.s_axis, self.m, self.take
+        s, o = self.s_axis, self.m
+        take = Signal.like(self.take)
         buf = Signal(8 * cap)
         level = Signal(range(cap + 1))
         ending = Signal()
         first = Signal(init=1)
         user = Signal(len(o.user))
+        # comparisons of the level, registered (as in BytePacker): each candidate next level is compared
+        # before the handshake picks one
+        chunk, last_chunk, empty, room = Signal(), Signal(init=1), Signal(init=1), Signal(init=1)
+
+        accept = s.tvalid & s.tready
+        take_next = Signal.like(take)           # the packet's take, from its first beat on
+        m.d.comb += take_next.eq(Mux(accept & first, self.take, take))
+        m.d.sync += take.eq(take_next)
+
+        after = Signal(range(cap + 1))          # the level once a whole chunk has left (when one can)
+
+        def set_level(value):
+            # against both takes, picked after: the handshake that picks is not in front of the arithmetic
+            new = accept & first
+            return [level.eq(value), chunk.eq(Mux(new, value >= self.take, value >= take)),
+                    last_chunk.eq(Mux(new, value <= self.take, value <= take)),
+                    empty.eq(value == 0), room.eq(value <= cap - IN),
+                    after.eq(Mux(new, value - self.take, value - take))]
+
         m.d.comb += [
-            o.valid.eq((level >= take) | (ending & (level != 0))),
+            o.valid.eq(chunk | (ending & ~empty)),
             o.data.eq(buf[:8 * OUT]),
-            o.count.eq(Mux(level < take, level, take)),
-            o.last.eq(ending & (level <= take)),
+            o.count.eq(Mux(last_chunk, level, take)),
+            o.last.eq(ending & last_chunk),
             o.user.eq(user),
         ]
         emit = o.valid & o.ready
         # a packet's first beat may enter in the cycle its predecessor's last chunk leaves
-        m.d.comb += s.tready.eq(Mux(ending, emit & o.last, level <= cap - IN))
-        shifted = Signal(8 * cap)
-        lvl1 = Signal(range(cap + 1))
-        m.d.comb += [
-            shifted.eq(Mux(emit, buf >> Cat(C(0, 3), take), buf)),
-            lvl1.eq(Mux(emit, level - o.count, level)),
-        ]
+        m.d.comb += s.tready.eq(Mux(ending, emit & o.last, room))
         count = keep_count(m, s.tkeep, "in_count")
-        insert = Signal(8 * cap)
-        m.d.comb += insert.eq((s.tdata & _byte_mask(count, IN)) << Cat(C(0, 3), lvl1))
-        with m.If(s.tvalid & s.tready):
-            m.d.sync += [buf.eq(shifted | insert), level.eq(lvl1 + count), ending.eq(s.tlast),
-                         first.eq(s.tlast)]
+        # the beat goes in at the registered level (every cycle: the bytes above the level are don't-cares,
+        # so a beat that is not taken leaves nothing that counts), then the chunk that leaves (if one does)
+        # shifts out: one shifter each way, their amounts registered
+        data = Signal(8 * IN)
+        m.d.comb += data.eq(s.tdata & Cat(*[k.replicate(8) for k in s.tkeep]))
+        def below(n):       # the bytes under a level (those above it are don't-cares)
+            return Cat(*[(n > i).replicate(8) for i in range(cap)])
+
+        # with or without a chunk leaving, in parallel: the shifters' amounts are all registers
+        stay = Signal(8 * cap)
+        m.d.comb += stay.eq((buf & below(level)) | (data << Cat(C(0, 3), level)))
+        move = Signal(8 * cap)
+        m.d.comb += move.eq(((buf >> Cat(C(0, 3), take)) & below(after)) | (data << Cat(C(0, 3), after)))
+        with m.If(accept & ending):             # the packet before has left: this one starts afresh
+            m.d.sync += buf.eq(data)
+        with m.Elif(emit):
+            m.d.sync += buf.eq(move)
+        with m.Else():
+            m.d.sync += buf.eq(stay)
+        with m.If(accept):
+            m.d.sync += [ending.eq(s.tlast), first.eq(s.tlast)]
             with m.If(first):
                 m.d.sync += user.eq(s.tuser)
+            with m.If(ending):
+                m.d.sync += set_level(count)
+            with m.Elif(emit):                  # not ending: a chunk leaves only whole
+                m.d.sync += set_level(level + count - take)
+            with m.Else():
+                m.d.sync += set_level(level + count)
         with m.Else():
-            m.d.sync += [buf.eq(shifted), level.eq(lvl1)]
-            with m.If((emit & o.last) | (ending & (level == 0))):
+            with m.If(emit):
+                m.d.sync += set_level(Mux(last_chunk, 0, level - take))
+            with m.If((emit & o.last) | (ending & empty)):
                 m.d.sync += ending.eq(0)
         return m

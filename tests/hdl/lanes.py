@@ -48,3 +48,27 @@ def comb(build, width_in, vectors):
     sim.add_testbench(bench)
     sim.run()
     return np.array(got, dtype=object)
+
+
+def staged(build, width_in, vectors, latency):
+    """``build(m, x)`` as a pipeline of ``latency`` registers: one vector a cycle in, each output collected
+    ``latency`` cycles later (the staged form of :func:`comb`)."""
+    m = Module()
+    x = Signal(width_in)
+    out = build(m, x)
+    got = []
+
+    async def bench(ctx):
+        for i in range(len(vectors) + latency):
+            if i < len(vectors):
+                ctx.set(x, int(vectors[i]))
+            await ctx.delay(1e-9)
+            if i >= latency:
+                got.append(ctx.get(out))
+            await ctx.tick()
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return np.array(got, dtype=object)

@@ -1,7 +1,8 @@
 """The codecs at the wide NIC's width (W = 1024, contract.limits.WIDE_WIDTH): a beat holds two BFP blocks, so
 the compressor encodes two per cycle and a packet's last beat may hold one (hdl/codec/bfp.py, groups).
 Bit for bit against the golden model, with random idle cycles on the input and backpressure on the output.
-(The cocotb regression runs the codecs at W = 64 and 512; `ainic demo --width 1024` runs them in a cluster.)"""
+(The cocotb regression runs the codecs at W = 64 and 512; `ainic demo --width 1024` runs them in a cluster.)
+The same at W = 64 in the Amaranth simulator: the first check of a change to the codecs, in seconds."""
 
 import numpy as np
 import pytest
@@ -13,8 +14,6 @@ from hdl.codec.compressor import Compressor
 from hdl.codec.decompressor import Decompressor
 from host_driver.models import numerics as nm
 
-W = WIDE_WIDTH
-B = W // 8
 # around one block (16), one beat (32 elements = two blocks), a beat and a block, a whole 256-element packet
 SIZES = (1, 15, 16, 17, 31, 32, 33, 48, 49, 64, 256)
 
@@ -22,6 +21,7 @@ SIZES = (1, 15, 16, 17, 31, 32, 33, 48, 49, 64, 256)
 def run(dut, codec, packets, rng, user=None, idle=0.3, backpressure=0.3):
     """Byte strings through ``dut`` (``s_axis`` -> ``m_axis``, ``cfg_codec`` = ``codec``); ``user[k]``: tuser
     of packet k. Returns the packets that came out."""
+    B = dut.width // 8
     got, done = [], []
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -75,8 +75,9 @@ def gradients(rng, n):
     return x
 
 
-@pytest.mark.parametrize("codec", ["bfp8", "bfp4", "fp16"])
-def test_wide_compressor_and_decompressor_are_the_golden_model(rng, codec):
+@pytest.mark.parametrize("W", [64, WIDE_WIDTH])
+@pytest.mark.parametrize("codec", ["bfp8", "bfp4", "fp16", "bf16"])
+def test_wide_compressor_and_decompressor_are_the_golden_model(rng, codec, W):
     xs = [gradients(rng, n) for n in SIZES]
     got = run(Compressor(W), codec, [x.tobytes() for x in xs], rng)
     wire = [bytes(nm.compress(x, codec)) for x in xs]

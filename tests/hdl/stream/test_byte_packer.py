@@ -32,7 +32,7 @@ def pack(dut, packets, rng, idle=0.0, backpressure=0.0):
         ctx.set(dut.s.valid, offer)
         if offer:
             c, last = chunks[at]
-            ctx.set(dut.s.data, int.from_bytes(c, "little") | (int(rng.integers(0, 1 << 30)) << 8 * len(c)))
+            ctx.set(dut.s.data, int.from_bytes(c, "little"))      # the bytes past count are zero (its contract)
             ctx.set(dut.s.count, len(c))
             ctx.set(dut.s.last, last)
         ctx.set(dut.m_axis.tready, not (backpressure and rng.random() < backpressure))
@@ -85,23 +85,26 @@ def test_byte_packer_takes_a_chunk_per_cycle_across_packet_ends(rng, in_bytes, c
 
 def unpack(dut, packets, takes, users, rng, idle=0.0, backpressure=0.0):
     """Drive byte packets (dense beats, ``users[k]`` on each first beat) into a ByteUnpacker whose ``take``
-    is ``takes[k]`` while packet k comes out; returns [(chunks, users)] and the cycles a chunk left."""
+    is ``takes[k]`` while packet k goes in (it is sampled with the first beat; garbage on the others);
+    returns [(chunks, users)] and the cycles a chunk left."""
     IN = dut.in_bytes
-    beats = [(p[j:j + IN], j + IN >= len(p), users[k]) for k, p in enumerate(packets) for j in range(0, len(p), IN)]
+    beats = [(p[j:j + IN], j + IN >= len(p), users[k], takes[k]) for k, p in enumerate(packets)
+             for j in range(0, len(p), IN)]
     out, emitted = [], []
     state = {"at": 0, "chunks": [], "users": []}
 
     def cycle(ctx, n):
-        ctx.set(dut.take, takes[min(len(out), len(takes) - 1)])
         at = state["at"]
         offer = at < len(beats) and not (idle and rng.random() < idle)
         ctx.set(dut.s_axis.tvalid, offer)
         if offer:
-            data, last, user = beats[at]
+            data, last, user, take = beats[at]
+            first = at == 0 or beats[at - 1][1]
+            ctx.set(dut.take, take if first else int(rng.integers(0, dut.out_bytes + 1)))
             ctx.set(dut.s_axis.tdata, int.from_bytes(data, "little") | (int(rng.integers(0, 1 << 30)) << 8 * len(data)))
             ctx.set(dut.s_axis.tkeep, (1 << len(data)) - 1)
             ctx.set(dut.s_axis.tlast, last)
-            ctx.set(dut.s_axis.tuser, user if at == 0 or beats[at - 1][1] else int(rng.integers(0, 1 << 16)))
+            ctx.set(dut.s_axis.tuser, user if first else int(rng.integers(0, 1 << 16)))
         ctx.set(dut.m.ready, not (backpressure and rng.random() < backpressure))
         if offer and ctx.get(dut.s_axis.tready):
             state["at"] += 1
