@@ -115,9 +115,9 @@ def main(argv=None) -> int:
     # the sections run again start empty: a block that no longer exists leaves no stale row
     with file_lock("report"):
         results = json.loads(args.out.read_text()) if args.out.exists() else {}
-        for section in {"xilinx": "synth_xilinx", "ecp5": "ecp5"}.items():
-            if args.only in (None, section[0]):
-                results.pop(section[1], None)
+        for only, section in (("xilinx", "synth_xilinx"), ("ecp5", "ecp5")):
+            if args.only in (None, only):
+                results.pop(section, None)
         args.out.write_text(json.dumps(results, indent=2) + "\n")
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for done in [pool.submit(f, k, args.out) for f, k in todo]:

@@ -49,8 +49,8 @@ class Fp32AdderLane(wiring.Component):
     def elaborate(self, platform):
         m = Module()
 
-        def reg(value, name, width=None):
-            return register(m, value if width is None else value[:width] if len(value) > width else value, name)
+        def reg(value, name):
+            return register(m, value, name)
 
         # -- stage 1: the operands ---------------------------------------------------------------------
         a, b = reg(self.a, "s0_a"), reg(self.b, "s0_b")

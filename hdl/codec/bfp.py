@@ -10,7 +10,7 @@ from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.codec.half_float import CANONICAL_NAN
+from hdl.codec.half_float import CANONICAL_NAN, rne_select
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
 from hdl.stream.pipeline import delay, wire
 
@@ -102,12 +102,7 @@ def encode(m, block, is8, name="bfp", stage=wire):
         # the quotient's bits, guard and sticky (rne_shift's selection), registered; then one adder rounds
         # and signs: -(q + up) = ~q + (1 - up), so the result is (q ^ neg) + (up ^ neg); up is dropped
         # where q is already qmax (saturation: only qmax rounded up would pass it)
-        q7 = Signal(7, name=f"{name}_q7_{i}")
-        guard, sticky = Signal(name=f"{name}_g{i}"), Signal(name=f"{name}_st{i}")
-        reach = Cat(*[shift > j for j in range(8)])
-        above = mag24[16:]
-        m.d.comb += [q7.eq(above[1:] >> shift), guard.eq((above >> shift)[0]),
-                     sticky.eq(mag24[:16].any() | (above & reach).any())]
+        q7, guard, sticky = rne_select(m, mag24, 17, shift, 7, f"{name}_q{i}")
         q7, guard, sticky = stage(m, q7, f"{name}_sq{i}"), stage(m, guard, f"{name}_sg{i}"), stage(m, sticky, f"{name}_ss{i}")
         neg = stage(m, neg, f"{name}_n4{i}")
         at_max = Mux(is8, q7 == 127, q7 == 7)

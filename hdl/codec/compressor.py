@@ -38,7 +38,7 @@ class Compressor(wiring.Component):
       blocks a beat from W = 512 on). Back-to-back
       packets cost nothing unless a packet ends with more than one output beat left to flush (one cycle).
     * Latency: none 0 cycles; otherwise the codec pipeline's 4 stages, the buffer behind it (2), the
-      packer (1) and the output slice (1) from a chunk's last input beat (bfp: from the block's last beat into the gather, 1 more),
+      packer (1) and the output slice (1) from a chunk's last input beat (bfp: 1 more, into the gather),
       plus the input needed to fill an output beat.
     * Backpressure: any pattern; nothing is dropped.
     """

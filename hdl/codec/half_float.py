@@ -12,13 +12,11 @@ from hdl.stream.pipeline import delay, wire
 CANONICAL_NAN = 0x7FC00000
 
 
-def rne_shift(m, value, lo: int, shift, width: int, name: str, stage=wire):
-    """round-half-even(value / 2**(lo + shift)) for a non-negative ``value``, a constant ``lo`` >= 1 and a
-    variable ``shift`` >= 0 (a quotient that leaves ``value`` reads as 0); ``width`` + 1 result bits.
-
-    The quotient's bits, the guard bit (the highest one dropped) and the sticky bit (any below it) are
-    selected first, then rounded up when guard and (sticky or the quotient is odd): ``stage`` between the
-    two (hdl/stream/pipeline.py)."""
+def rne_select(m, value, lo: int, shift, width: int, name: str):
+    """The bits that round-half-even(value / 2**(lo + shift)) needs, for a non-negative ``value``, a
+    constant ``lo`` >= 1 and a ``shift`` >= 0 (an int, or a variable: a quotient that leaves ``value`` reads
+    as 0): the ``width``-bit quotient, the guard bit (the highest one dropped) and the sticky bit (any below
+    it)."""
     above = value[lo - 1:]
     q = Signal(width, name=f"{name}_q")
     guard, sticky = Signal(name=f"{name}_guard"), Signal(name=f"{name}_sticky")
@@ -30,6 +28,13 @@ def rne_shift(m, value, lo: int, shift, width: int, name: str, stage=wire):
         reach = Cat(*[shift > j for j in range(len(above))])     # the bits of ``above`` below the guard
         m.d.comb += [q.eq(above[1:] >> shift), guard.eq((above >> shift)[0]),
                      sticky.eq(below | (above & reach).any())]
+    return q, guard, sticky
+
+
+def rne_shift(m, value, lo: int, shift, width: int, name: str, stage=wire):
+    """round-half-even(value / 2**(lo + shift)) (:func:`rne_select`'s bits, ``stage``, then rounded up when
+    guard and (sticky or the quotient is odd)); ``width`` + 1 result bits."""
+    q, guard, sticky = rne_select(m, value, lo, shift, width, name)
     q, guard, sticky = stage(m, q, f"{name}_sq"), stage(m, guard, f"{name}_sg"), stage(m, sticky, f"{name}_ss")
     res = Signal(width + 1, name=f"{name}_r")
     m.d.comb += res.eq(q + (guard & (sticky | q[0])))

@@ -48,7 +48,8 @@ class BytePacker(wiring.Component):
 
     A packet's bytes are concatenated; its last beat is partial (``tkeep``) and the next packet starts a
     new beat. The bytes of ``s.data`` past ``s.count`` must be zero (the producer clears them with
-    :func:`byte_mask` where it has time to spare: here they would lengthen the insertion's path). Latency 1 cycle. Accepts a chunk every cycle while the output takes beats, across packet
+    :func:`byte_mask` where it has time to spare: here they would lengthen the insertion's path).
+    Latency 1 cycle. Accepts a chunk every cycle while the output takes beats, across packet
     ends too: while a packet's last beats flush, the next packet's first chunk waits in a hold register and
     enters the buffer, with the chunk after it, in the cycle the last beat leaves. ``m_axis.tvalid`` comes
     from registers; ``s.ready`` depends on ``m_axis.tready`` only while a packet end is being flushed.
@@ -193,18 +194,16 @@ class ByteUnpacker(wiring.Component):
         m.d.comb += s.tready.eq(Mux(ending, emit & o.last, room))
         count = keep_count(m, s.tkeep, "in_count")
         # the beat goes in at the registered level (every cycle: the bytes above the level are don't-cares,
+        # masked off by byte_mask,
         # so a beat that is not taken leaves nothing that counts), then the chunk that leaves (if one does)
         # shifts out: one shifter each way, their amounts registered
         data = Signal(8 * IN)
         m.d.comb += data.eq(s.tdata & Cat(*[k.replicate(8) for k in s.tkeep]))
-        def below(n):       # the bytes under a level (those above it are don't-cares)
-            return Cat(*[(n > i).replicate(8) for i in range(cap)])
-
         # with or without a chunk leaving, in parallel: the shifters' amounts are all registers
         stay = Signal(8 * cap)
-        m.d.comb += stay.eq((buf & below(level)) | (data << Cat(C(0, 3), level)))
+        m.d.comb += stay.eq((buf & byte_mask(level, cap)) | (data << Cat(C(0, 3), level)))
         move = Signal(8 * cap)
-        m.d.comb += move.eq(((buf >> Cat(C(0, 3), take)) & below(after)) | (data << Cat(C(0, 3), after)))
+        m.d.comb += move.eq(((buf >> Cat(C(0, 3), take)) & byte_mask(after, cap)) | (data << Cat(C(0, 3), after)))
         with m.If(accept & ending):             # the packet before has left: this one starts afresh
             m.d.sync += buf.eq(data)
         with m.Elif(emit):
