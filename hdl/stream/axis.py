@@ -15,7 +15,7 @@ from amaranth.lib.wiring import In, Out
 
 from contract.limits import NIC_WIDTHS
 
-__all__ = ["AxiStreamSignature", "keep_mask", "keep_count", "check_width"]
+__all__ = ["AxiStreamSignature", "keep_bits", "keep_mask", "keep_count", "check_width"]
 
 
 def check_width(width: int, owner=None, name: str = "width") -> int:
@@ -58,9 +58,15 @@ class AxiStreamSignature(wiring.Signature):
 def keep_mask(count, nbytes: int):
     """A tkeep value with the low ``count`` bits set (count is a Value in 0..nbytes): bit i is ``count > i``,
     a comparison with a constant each (no carry chain); 0 where ``count`` cannot reach past i."""
+    return Cat(*keep_bits(count, nbytes))
+
+
+def keep_bits(count, nbytes: int) -> list:
+    """The bits of :func:`keep_mask` as a list: build a wider mask from these, not from slices of the
+    ``Cat`` (each slice of an expression re-emits the whole expression: nbytes**2 comparators)."""
     count = Value.cast(count)
     top = (1 << len(count)) - 1 if not count.shape().signed else (1 << (len(count) - 1)) - 1
-    return Cat(*[count > i if i < top else Const(0, 1) for i in range(nbytes)])
+    return [count > i if i < top else Const(0, 1) for i in range(nbytes)]
 
 
 def keep_count(m, keep, name="keep_count"):

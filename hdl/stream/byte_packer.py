@@ -4,7 +4,7 @@ from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.stream.axis import AxiStreamSignature, keep_count, keep_mask
+from hdl.stream.axis import AxiStreamSignature, keep_bits, keep_count, keep_mask
 
 
 class ChunkSignature(wiring.Signature):
@@ -21,7 +21,7 @@ class ChunkSignature(wiring.Signature):
 
 def byte_mask(count, nbytes):
     """``nbytes`` bytes of ones in the low ``count`` bytes, zeros above (to clear what a chunk does not hold)."""
-    return Cat(*[b.replicate(8) for b in keep_mask(count, nbytes)])
+    return Cat(*[b.replicate(8) for b in keep_bits(count, nbytes)])
 
 
 class ChunkRegister(wiring.Component):

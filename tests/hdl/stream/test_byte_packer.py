@@ -175,3 +175,17 @@ def test_chunk_register_passes_chunks_unchanged(rng, idle, backpressure):
     assert got == chunks
     if not idle and not backpressure:
         assert cycles_out == [c + 1 for c in cycles_in], "latency 1, one chunk per cycle"
+
+
+@pytest.mark.parametrize("cls", [BytePacker, ByteUnpacker])
+def test_byte_gearbox_netlist_grows_linearly_with_width(cls):
+    """Byte masks are built from one comparator a byte: a mask cut from slices of a ``Cat`` re-emits the
+    whole ``Cat`` per slice (Amaranth does not share subexpressions), which made the W = 1024 NIC's RTLIL
+    550 MB and its export run Yosys out of memory. Doubling the width at most doubles the comparators."""
+    from amaranth.back import rtlil
+
+    def comparators(in_bytes, out_bytes):
+        text = rtlil.convert(cls(in_bytes, out_bytes), emit_src=False)
+        return sum(text.count(f"cell ${op} ") for op in ("gt", "lt", "ge", "le"))
+    small, large = comparators(16, 32), comparators(32, 64)
+    assert large <= 2.5 * small, (small, large)
