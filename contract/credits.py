@@ -57,7 +57,7 @@ class Credits:
         return frames_consumed // self.ack_every
 
 
-DEFAULT = Credits()         # what the NIC is built with (Nic(width, credits=...) takes another)
+DEFAULT = Credits()         # what the NIC is built with (a contract.build.NicBuild may take another)
 #: a test build whose credits bind at small sizes: 32 frame records and 8 KiB of payload (32 frames of 64 fp32)
 TIGHT = Credits(rx_frames=32, rx_buffer_bytes=8 * 1024)
 

@@ -62,12 +62,12 @@ STATUS_MEANING = {
     Status.bad_count: f"count is 0 or above MAX_COUNT ({MAX_COUNT})",
     Status.bad_alignment: "src or dst is not a multiple of 4",
     Status.bad_range: "src or dst + count*4 runs past the end of the 64-bit address space",
-    Status.bad_world_size: f"collective with WORLD_SIZE outside 1 .. {MAX_RANKS} (1 .. {MAX_JOB_WORKERS} with "
-                           "algorithm switch) or RANK >= WORLD_SIZE",
+    Status.bad_world_size: f"collective with WORLD_SIZE outside 1 .. the build's peer table ({MAX_RANKS} in the "
+                           f"full build; 1 .. {MAX_JOB_WORKERS} with algorithm switch) or RANK >= WORLD_SIZE",
     Status.bad_packet_size: f"a codec or collective with PACKET_ELEMS not in {MIN_P} .. {MAX_P} or not a multiple "
                             "of 16 (of W/32 where that is more: 32 at W = 1024)",
-    Status.unsupported: "a valid operation this build does not execute: algorithm switch with an opcode other "
-                        "than allreduce",
+    Status.unsupported: "a valid operation this build does not execute: a codec or algorithm it was built "
+                        "without (CAPS), or algorithm switch with an opcode other than allreduce",
     Status.bad_reserved: "a reserved field (flags, reserved0, reserved1) is not 0",
     Status.read_slverr: "a host-memory read returned SLVERR (the destination may be partly written)",
     Status.read_decerr: "a host-memory read returned DECERR (the destination may be partly written)",
@@ -172,9 +172,12 @@ RESERVED_FIELDS = ("flags", "reserved0", "reserved1")
 UNSUPPORTED_OPCODES = ()
 
 
-def check(desc: dict, world_size: int, rank: int, packet_elems: int, width: int) -> int:
+def check(desc: dict, world_size: int, rank: int, packet_elems: int, width: int, build=None) -> int:
     """Status code for a descriptor (fields as :func:`unpack` gives them) under the NIC's registers, on a
-    NIC of datapath width ``width``: 0 when it may run, else the first failing check's code."""
+    NIC of datapath width ``width`` and features ``build`` (``contract.build``; default the full build):
+    0 when it may run, else the first failing check's code."""
+    from .build import FULL
+    build = build or FULL
     op = desc["opcode"]
     if op not in Opcode._value2member_map_:
         return Status.bad_opcode
@@ -193,13 +196,14 @@ def check(desc: dict, world_size: int, rank: int, packet_elems: int, width: int)
     if desc["src"] + 4 * desc["count"] > 1 << 64 or desc["dst"] + 4 * desc["count"] > 1 << 64:
         return Status.bad_range
     collective = op != Opcode.copy
-    limit = MAX_JOB_WORKERS if desc["algorithm"] == Algorithm.switch else MAX_RANKS
+    limit = MAX_JOB_WORKERS if desc["algorithm"] == Algorithm.switch else build.max_ranks
     if collective and not (1 <= world_size <= limit and rank < world_size):
         return Status.bad_world_size
     if (collective or desc["codec"] != Codec.none) and not (
             packet_elems % packet_quantum(width) == 0 and MIN_P <= packet_elems <= MAX_P):
         return Status.bad_packet_size
-    if op in UNSUPPORTED_OPCODES or (desc["algorithm"] == Algorithm.switch and op != Opcode.allreduce):
+    if op in UNSUPPORTED_OPCODES or (desc["algorithm"] == Algorithm.switch and op != Opcode.allreduce) \
+            or build.missing(desc["codec"], desc["dtype"], desc["algorithm"]):
         return Status.unsupported
     if any(desc.get(name, 0) for name in RESERVED_FIELDS):      # (a field left out packs as 0)
         return Status.bad_reserved

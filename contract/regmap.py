@@ -19,6 +19,8 @@ from .protocol import DEFAULT_LAG, DEFAULT_P, UDP_PORT
 
 ID_VALUE = 0x41494E43          # "AINC"
 VERSION_VALUE = 0x00010000     # 1.0.0: major.minor.patch in bits 31:16, 15:8, 7:0
+#: cycles from a table register's write response until the hardware that reads the table sees the entry
+TABLE_READ_CYCLES = 4
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class Register:
     fields: tuple = field(default_factory=tuple)
     count: int = 1              # an array of `count` registers, 4 bytes apart
     bits: int = 32              # an rw register stores bits bits-1:0; the rest read 0
+    table: bool = False         # an rw array the hardware reads one entry at a time: kept in a RAM
 
     def __post_init__(self):
         if self.access not in ("ro", "rw", "w1c", "wo"):
@@ -47,6 +50,8 @@ class Register:
             raise ValueError(f"{self.name}: offset {self.offset:#x} is not 32-bit aligned")
         if not 1 <= self.bits <= 32 or self.reset >> self.bits:
             raise ValueError(f"{self.name}: {self.bits} bits cannot hold reset value {self.reset:#x}")
+        if self.table and (self.access != "rw" or self.count < 2 or self.bits % 8):
+            raise ValueError(f"{self.name}: a table is an rw array of whole bytes")
         for f in self.fields:
             if f.lsb + f.width > self.bits:
                 raise ValueError(f"{self.name}.{f.name} does not fit in {self.bits} bits")
@@ -60,10 +65,15 @@ def _codec_mask():
     return sum(1 << code for code in Codec)
 
 
-def caps_value(width: int) -> int:
-    """CAPS of a build at datapath width ``width``: W/8, log2 of MAX_RANKS, every codec, every dtype."""
-    return ((width // 8) | (MAX_RANKS.bit_length() - 1) << 8 | _codec_mask() << 16
-            | sum(1 << d for d in Dtype) << 24)
+def _small():
+    from .build import SMALL
+    return SMALL
+
+
+def caps_value(width: int, build=None) -> int:
+    """CAPS of ``build`` (default: the full NIC, ``contract.build.FULL``) at datapath width ``width``."""
+    from .build import FULL
+    return (build or FULL).caps(width)
 
 
 class MapBuilder:
@@ -73,12 +83,16 @@ class MapBuilder:
     def __init__(self):
         self.regs, self.at = [], 0
 
-    def reg(self, name, access, reset=0, desc="", fields=(), count=1, align=None, bits=32, reserve=None):
+    def reg(self, name, access, reset=0, desc="", fields=(), count=1, align=None, bits=32, reserve=None,
+            table=False):
         if align:
             self.at = -(-self.at // align) * align
         if bits < 32:
             desc += f" Stores bits {bits - 1}:0; the others read 0."
-        self.regs.append(Register(name, self.at, access, reset, desc, tuple(fields), count, bits))
+        if table:
+            desc += (" Held in a RAM that the NIC reads an entry at a time: an entry written is in use "
+                     f"{TABLE_READ_CYCLES} cycles after its write's response.")
+        self.regs.append(Register(name, self.at, access, reset, desc, tuple(fields), count, bits, table))
         self.at += 4 * max(count, reserve or 0)
 
 
@@ -157,12 +171,15 @@ def _build():
     reg = mb.reg
     reg("ID", "ro", ID_VALUE, 'Identifies an ainic NIC: "AINC".')
     reg("VERSION", "ro", VERSION_VALUE, "Register map version: major 31:16, minor 15:8, patch 7:0.")
-    reg("CAPS", "ro", 0, "What this build supports; the value depends on the build (reset column: 0 stands for "
-        "that): " + ", ".join(f"`{caps_value(w):#010x}` at W = {w}" for w in sorted(NIC_WIDTHS)) + ".", [
+    reg("CAPS", "ro", 0, "What this build has (contract/build.py; the reset column's 0 stands for the build's "
+        "value): the full build " + ", ".join(f"`{caps_value(w):#010x}` at W = {w}" for w in sorted(NIC_WIDTHS))
+        + f"; the small build `{caps_value(64, _small()):#010x}` at W = 64.", [
         Field("data_width_bytes", 0, 8, "W/8: the datapath width in bytes (8 .. 128)"),
-        Field("max_ranks_log2", 8, 8, f"log2 of the largest world size (peer table entries; {MAX_RANKS} here)"),
-        Field("codecs", 16, 8, f"bit per codec code (none=bit 0 ... bfp4=bit 4); all five = {_codec_mask():#x}"),
+        Field("max_ranks_log2", 8, 8, f"log2 of the largest world size of a ring collective (peer table "
+              f"entries: {MAX_RANKS} in the full build, the entries above it answer SLVERR)"),
+        Field("codecs", 16, 8, f"bit per codec built (none = bit 0 ... bfp4 = bit 4); all five = {_codec_mask():#x}"),
         Field("dtypes", 24, 4, "bit per element type: fp32 = bit 0, int32 = bit 1"),
+        Field("algorithms", 28, 2, "bit per algorithm: ring = bit 0 (always), switch = bit 1 (the switch client)"),
     ])
     reg("CONTROL", "rw", 0, "Global control.", [
         Field("enable", 0, 1, "1: the NIC takes descriptors and frames; 0: it finishes the current descriptor, "
@@ -214,10 +231,10 @@ def _build():
         Field("completion_write", 5, 1, "writing a completion record failed (the descriptor is lost)"),
     ])
     reg("PEER_MAC_LO", "rw", 0, "Peer table: MAC address of rank i, bits 31:0 (as LOCAL_MAC_LO).", count=MAX_RANKS,
-        align=0x100)
+        align=0x100, table=True)
     reg("PEER_MAC_HI", "rw", 0, "Peer table: MAC address of rank i, bits 47:32 (as LOCAL_MAC_HI).", count=MAX_RANKS,
-        bits=16)
-    reg("PEER_IP", "rw", 0, "Peer table: IPv4 address of rank i (as LOCAL_IP).", count=MAX_RANKS)
+        bits=16, table=True)
+    reg("PEER_IP", "rw", 0, "Peer table: IPv4 address of rank i (as LOCAL_IP).", count=MAX_RANKS, table=True)
     reg("RX_ACCEPTED", "ro", 0, "Frames the parser accepted.", align=0x100)
     reg("RX_BYTES", "ro", 0, "Bytes of accepted frames (wraps).")
     reg("TX_FRAMES", "ro", 0, "Frames the builder sent.")

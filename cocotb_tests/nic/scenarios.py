@@ -107,7 +107,7 @@ async def bad_descriptors(nic, r):
         for k, v in regs.items():
             await nic.write_reg(k, v)
         ref = ds.check(fields, await nic.read_reg("WORLD_SIZE"), await nic.read_reg("RANK"),
-                       await nic.read_reg("PACKET_ELEMS"), nic.backend.width)
+                       await nic.read_reg("PACKET_ELEMS"), nic.backend.width, nic.build)
         assert ref == S[name], f"reference check gives {ref} for case {name}"
         c = await nic.wait(await nic.submit_raw(**fields))
         assert c.status == S[name], f"{name} {override}: got {c.status_name}"
@@ -239,8 +239,52 @@ async def ring_too_large(nic, r):
     return [c.functional()]
 
 
+async def build_features(nic, r):
+    """What CAPS announces is what the NIC does: every codec it has runs a copy (the golden model's round
+    trip); one it lacks is refused by the driver (``Unsupported``) and, posted anyway, completes
+    ``unsupported`` without touching the destination; a ring larger than the peer table is
+    ``bad_world_size``."""
+    from contract.build import from_caps
+    from contract.enums import Algorithm, Opcode
+    from host_driver.driver.nic import Unsupported
+    caps = await nic.read_reg("CAPS")
+    width, build = from_caps(caps)
+    assert width == nic.backend.width and build == nic.build, (hex(caps), build, nic.build)
+    n = 4 * nic.packet_elems + 7
+    x = edge_f32_bits(r, n).astype(np.uint32)
+    src, dst = nic.alloc(4 * n), nic.alloc(4 * n)
+    await nic.write(src, x)
+    out = []
+    for codec in CODECS:
+        await nic.write(dst, np.zeros(n, np.uint32))
+        if Codec[codec] in build.codecs:
+            c = await nic.run("copy", src=src, dst=dst, count=n, codec=codec)
+            assert np.array_equal(await nic.read(dst, n, np.uint32), expected(x, codec)), codec
+        else:
+            try:
+                await nic.submit("copy", src=src, dst=dst, count=n, codec=codec)
+                raise AssertionError(f"the driver posted codec {codec}, which build {build.name} lacks")
+            except Unsupported as e:
+                assert f"codec {codec}" in str(e) and f"{caps:#010x}" in str(e), str(e)
+            c = await nic.wait(await nic.submit_raw(opcode=Opcode.copy, dtype=0, codec=Codec[codec], algorithm=0,
+                                                    count=n, src=src, dst=dst))
+            assert c.status == Status.unsupported and not (await nic.read(dst, n, np.uint32)).any(), c
+        out.append(c.functional())
+    saved = {k: await nic.read_reg(k) for k in ("WORLD_SIZE", "RANK")}
+    for size, want in ((build.max_ranks + 1, Status.bad_world_size),):
+        await nic.write_reg("WORLD_SIZE", size)
+        await nic.write_reg("RANK", 0)
+        c = await nic.wait(await nic.submit_raw(opcode=Opcode.allreduce, dtype=0, codec=0, algorithm=Algorithm.ring,
+                                                count=n, src=src, dst=dst))
+        assert c.status == want, c
+        out.append(c.functional())
+    for k, v in saved.items():
+        await nic.write_reg(k, v)
+    return out
+
+
 async def all_scenarios(nic, r):
     await nic.start(packet_elems=int(r.choice([packet_quantum(nic.backend.width), 64, 256])))
     return {"copies": await copies(nic, r), "bad": await bad_descriptors(nic, r),
             "dma_errors": await dma_errors(nic, r), "ring_errors": await ring_errors(nic, r),
-            "ring_too_large": await ring_too_large(nic, r)}
+            "ring_too_large": await ring_too_large(nic, r), "build": await build_features(nic, r)}

@@ -12,7 +12,7 @@ from cocotb_tests import bench
 from cocotb_tests.nic import scenarios as nic_scenarios
 from contract import regmap as rm
 from contract.limits import WIDE_WIDTH
-from hdl.host.axi import AxiSignature
+from hdl.host.axi import RESP_OKAY, RESP_SLVERR, AxiSignature
 from host_driver.driver.nic import Nic
 from host_driver.models.nic_model import ModelBackend
 from host_driver.sim.rtl_backend import RtlBackend
@@ -38,9 +38,10 @@ def model_nic(**kw):
     return Nic(ModelBackend(width(), ADDR_BITS), **kw)
 
 
-async def same_on_model(scenario, salt, rtl_transcript, **kw):
-    """Run the scenario on the software model with the same seed: the transcripts must be equal."""
-    model = model_nic(**kw)
+async def same_on_model(scenario, salt, rtl_transcript, build=None, **kw):
+    """Run the scenario on the software model (of ``build``, contract/build.py; default the full NIC) with the
+    same seed: the transcripts must be equal."""
+    model = Nic(ModelBackend(width(), ADDR_BITS, **({"build": build} if build else {})), **kw)
     got = await scenario(model, rng(salt))
     assert got == rtl_transcript, "RTL and model transcripts differ"
 
@@ -143,6 +144,35 @@ async def scenarios_against_model(dut):
     transcript = await nic_scenarios.all_scenarios(nic, rng(1))
     assert nic.backend.memory.stats()["stat_violations"] == 0
     await same_on_model(nic_scenarios.all_scenarios, 1, transcript, sq_entries=8, cq_entries=8)
+
+
+@cocotb.test(skip=os.environ.get("AINIC_NIC_BUILD") != "small")
+async def small_build(dut):
+    """The small build (host_bench_small): CAPS, its codecs, what it refuses (scenarios.build_features), the
+    copies and bad descriptors of every build, the peer-table entries above its 8 answering SLVERR, all as
+    the model of the same build does."""
+    nic = await rtl_nic(dut, sq_entries=8, cq_entries=8)
+
+    async def body(nic, r):
+        await nic.start(packet_elems=64)
+        assert nic.build.name == "small", nic.build
+        return {"bad": await nic_scenarios.bad_descriptors(nic, r), "build": await nic_scenarios.build_features(nic, r)}
+    transcript = await body(nic, rng(3))
+    depth = nic.build.max_ranks
+    axil = nic.backend.axil
+    assert await axil.write(rm.offset("PEER_IP", depth - 1), 0x0A000001) == RESP_OKAY
+    assert await axil.write(rm.offset("PEER_IP", depth), 0x0A000002) == RESP_SLVERR
+    assert await nic.read_reg("PEER_IP", depth - 1) == 0x0A000001
+    await same_on_model(body, 3, transcript, build=nic.build, sq_entries=8, cq_entries=8)
+
+
+def test_small_build(sim):
+    """The small build's NIC at W = 64 (Verilator only: the build is the full NIC's blocks, fewer of them)."""
+    if sim == "icarus":
+        pytest.skip("the small build on Verilator only: its blocks are the full NIC's, simulated on both")
+    from host_driver.sim.runner import run
+    run(sim, "host_bench_small", 64, __name__, tag="small",
+        env={"AINIC_NIC_BUILD": "small", "COCOTB_TEST_FILTER": r"\.small_build$"})
 
 
 # heavy: the first mode of a wide build (it builds the bench); the other modes find it built and are short.

@@ -1,11 +1,12 @@
 """Streaming gradient compressor: fp32 beats in, codec bytes packed densely into W-bit beats out."""
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from contract.enums import Codec
 from hdl.codec import bfp
+from hdl.codec.codec_set import ALL, check_codecs, selects
 from hdl.codec.half_float import F32_TO_F16_STAGES, f32_to_bf16, f32_to_f16
 from hdl.codec.wire_size import chunk_bytes as codec_chunk_bytes
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
@@ -31,8 +32,9 @@ class Compressor(wiring.Component):
     * ``s_axis``: fp32 elements, W/32 per beat, little-endian; only the last beat of a packet may be
       partial (``tkeep`` in whole elements, contiguous).
     * ``m_axis``: the packet's codec bytes packed densely; the last beat is partial (``tkeep``).
-    * ``cfg_codec``: 0 none, 1 fp16, 2 bf16, 3 bfp8, 4 bfp4 (other values: none). Change it only
-      between packets while idle.
+    * ``cfg_codec``: 0 none, 1 fp16, 2 bf16, 3 bfp8, 4 bfp4 (other values, and codecs not in ``codecs``:
+      none). Change it only between packets while idle.
+    * ``codecs``: the codecs built (hdl/codec/codec_set.py); the others' hardware is left out.
     * Throughput: one fp32 beat per cycle on ``s_axis`` without backpressure (none: a wire, W/8 bytes
       out per beat; fp16/bf16: W/16 bytes; bfp: a 16-element block every 512/W beats below W = 512, W/512
       blocks a beat from W = 512 on). Back-to-back
@@ -43,8 +45,9 @@ class Compressor(wiring.Component):
     * Backpressure: any pattern; nothing is dropped.
     """
 
-    def __init__(self, width: int = 512):
+    def __init__(self, width: int = 512, codecs=ALL):
         self.width = check_width(width, self)
+        self.codecs = check_codecs(codecs)
         super().__init__(compressor_signature(width))
 
     def elaborate(self, platform):
@@ -58,40 +61,51 @@ class Compressor(wiring.Component):
         # (the packer's handshake and its level are the loop that sets this block's clock)
         m.submodules.out = out = StreamSlice(W)
         wiring.connect(m, packer.m_axis, out.s_axis)
-        m.submodules.gather = gather = bfp.BlockGather(W)
+        built = self.codecs
+        has_bfp = bool({Codec.bfp8, Codec.bfp4} & built)
+        if has_bfp:
+            m.submodules.gather = gather = bfp.BlockGather(W)
         # the codecs are a free-running pipeline of LATENCY stages (no enable); the buffer behind it takes
         # the backpressure and hands the packer one chunk a cycle
         latency = bfp.ENCODE_STAGES
         assert latency == F32_TO_F16_STAGES + 1         # the halves' first stage is their input register
         count_bits = len(packer.s.count)
         m.submodules.buffer = buf = CreditBuffer(8 * chunk_bytes + count_bits + 1, latency)
-        is_bfp = (codec == Codec.bfp8) | (codec == Codec.bfp4)
-        is_half = (codec == Codec.fp16) | (codec == Codec.bf16)
+        is_bfp = selects(codec, built, Codec.bfp8, Codec.bfp4)
+        is_half = selects(codec, built, Codec.fp16, Codec.bf16)
         fire = Signal()
-        m.d.comb += fire.eq(Mux(is_bfp, gather.m.valid, is_half & s.tvalid) & buf.ready)
+        m.d.comb += fire.eq(Mux(is_bfp, gather.m.valid, is_half & s.tvalid) & buf.ready if has_bfp
+                            else is_half & s.tvalid & buf.ready)
 
         # fp16 / bf16: one lane per element; the input beat is the pipeline's first register
         beat = register(m, s.tdata, "beat")
-        halves_f16 = Cat(*[f32_to_f16(m, beat[32 * i:32 * (i + 1)], f"h{i}", register) for i in range(lanes)])
-        halves_bf16 = Cat(*[f32_to_bf16(m, beat[32 * i:32 * (i + 1)], f"b{i}", register) for i in range(lanes)])
+        halves = {c: Cat(*[convert(m, beat[32 * i:32 * (i + 1)], f"{c.name}_{i}", register) for i in range(lanes)])
+                  for c, convert in ((Codec.fp16, f32_to_f16), (Codec.bf16, f32_to_bf16)) if c in built}
         in_bytes = keep_count(m, s.tkeep, "in_bytes")
-        # block floating point: gather 16 elements, encode the block, hand the packer one record
-        is8 = codec == Codec.bfp8
-        group = gather.group
-        records = [bfp.encode(m, gather.m.data[bfp.BLOCK_BITS * i:bfp.BLOCK_BITS * (i + 1)], is8, f"bfp{i}",
-                              register) for i in range(group)]
-        # what the chunk needs besides its data travels beside the pipeline, with the codec it was made with
         half_count = Signal(range(W // 16 + 1))
         m.d.comb += half_count.eq(in_bytes >> 1)
+        # what the chunk needs besides its data travels beside the pipeline, with the codec it was made with
         valid_d = delay(m, fire, latency, "valid", reset=True)
-        last_d = delay(m, Mux(is_bfp, gather.m.last, s.tlast), latency, "last")
+        last_d = delay(m, Mux(is_bfp, gather.m.last, s.tlast) if has_bfp else s.tlast, latency, "last")
         half_count_d = delay(m, half_count, latency, "half_count")
-        blocks_d = delay(m, gather.m.blocks, latency, "blocks")
         codec_d = delay(m, codec, latency, "codec")
-        bfp_d, is8_d = (codec_d == Codec.bfp8) | (codec_d == Codec.bfp4), codec_d == Codec.bfp8
-        chunk = Mux(bfp_d, bfp.group_records(records, is8_d), Mux(codec_d == Codec.fp16, halves_f16, halves_bf16))
+        chunk = halves.get(Codec.bf16, C(0, 8 * chunk_bytes))
+        if Codec.fp16 in halves:
+            chunk = Mux(codec_d == Codec.fp16, halves[Codec.fp16], chunk) if Codec.bf16 in halves else halves[Codec.fp16]
         count = Signal(count_bits)
-        m.d.comb += count.eq(Mux(bfp_d, blocks_d * Mux(is8_d, bfp.block_bytes(8), bfp.block_bytes(4)), half_count_d))
+        m.d.comb += count.eq(half_count_d)
+        if has_bfp:
+            # block floating point: gather 16 elements, encode the block, hand the packer one record (a build
+            # with one bfp codec has is8 constant, and the encoder's other width folds away)
+            def bfp8(value):
+                return value == Codec.bfp8 if {Codec.bfp8, Codec.bfp4} <= built else C(Codec.bfp8 in built, 1)
+            records = [bfp.encode(m, gather.m.data[bfp.BLOCK_BITS * i:bfp.BLOCK_BITS * (i + 1)], bfp8(codec),
+                                  f"bfp{i}", register) for i in range(gather.group)]
+            blocks_d = delay(m, gather.m.blocks, latency, "blocks")
+            bfp_d, is8_d = selects(codec_d, built, Codec.bfp8, Codec.bfp4), bfp8(codec_d)
+            chunk = Mux(bfp_d, bfp.group_records(records, is8_d), chunk)
+            with m.If(bfp_d):
+                m.d.comb += count.eq(blocks_d * Mux(is8_d, bfp.block_bytes(8), bfp.block_bytes(4)))
         m.d.comb += [
             buf.enter.eq(fire),
             buf.p_valid.eq(valid_d),
@@ -106,16 +120,17 @@ class Compressor(wiring.Component):
         with m.If(is_half):
             m.d.comb += s.tready.eq(buf.ready)
             wiring.connect(m, out.m_axis, wiring.flipped(o))
-        with m.Elif(is_bfp):
-            m.d.comb += [
-                gather.s_axis.tdata.eq(s.tdata),
-                gather.s_axis.tkeep.eq(s.tkeep),
-                gather.s_axis.tlast.eq(s.tlast),
-                gather.s_axis.tvalid.eq(s.tvalid),
-                s.tready.eq(gather.s_axis.tready),
-                gather.m.ready.eq(buf.ready),
-            ]
-            wiring.connect(m, out.m_axis, wiring.flipped(o))
+        if has_bfp:
+            with m.Elif(is_bfp):
+                m.d.comb += [
+                    gather.s_axis.tdata.eq(s.tdata),
+                    gather.s_axis.tkeep.eq(s.tkeep),
+                    gather.s_axis.tlast.eq(s.tlast),
+                    gather.s_axis.tvalid.eq(s.tvalid),
+                    s.tready.eq(gather.s_axis.tready),
+                    gather.m.ready.eq(buf.ready),
+                ]
+                wiring.connect(m, out.m_axis, wiring.flipped(o))
         with m.Else():
             wiring.connect(m, wiring.flipped(s), wiring.flipped(o))
         return m

@@ -1,11 +1,12 @@
 """Streaming gradient decompressor: codec bytes in W-bit beats in, fp32 beats out."""
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from contract.enums import Codec
 from hdl.codec import bfp
+from hdl.codec.codec_set import ALL, check_codecs, selects
 from hdl.codec.half_float import F16_TO_F32_STAGES, bf16_to_f32, f16_to_f32
 from hdl.codec.wire_size import chunk_bytes as codec_chunk_bytes
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_mask
@@ -34,7 +35,8 @@ class Decompressor(wiring.Component):
       last block, the other codecs ignore it. A bfp packet whose bytes hold fewer blocks than n needs
       ends at its last block; blocks beyond n are dropped.
     * ``m_axis``: fp32 elements, W/32 per beat, last beat partial in whole elements.
-    * ``cfg_codec``: as for the compressor; change it only between packets while idle.
+    * ``cfg_codec``: as for the compressor (codecs not in ``codecs``: none); change it only between packets
+      while idle.
     * Throughput: one fp32 beat per cycle on ``m_axis`` while input bytes keep up (fp16/bf16 need W/16
       bytes per fp32 beat, bfp one 17- or 9-byte record per 512/W beats below W = 512, W/512 records a beat
       from W = 512 on). After a packet's last input
@@ -44,8 +46,9 @@ class Decompressor(wiring.Component):
     * Backpressure: any pattern; nothing is dropped.
     """
 
-    def __init__(self, width: int = 512):
+    def __init__(self, width: int = 512, codecs=ALL):
         self.width = check_width(width, self)
+        self.codecs = check_codecs(codecs)
         super().__init__(decompressor_signature(width))
 
     def elaborate(self, platform):
@@ -55,7 +58,11 @@ class Decompressor(wiring.Component):
         chunk_bytes = codec_chunk_bytes(W)
         s, o, codec = self.s_axis, self.m_axis, self.cfg_codec
         m.submodules.unpacker = unp = ByteUnpacker(W // 8, chunk_bytes, COUNT_BITS)
-        m.submodules.scatter = scatter = bfp.BlockScatter(W)
+        built = self.codecs
+        has_bfp = bool({Codec.bfp8, Codec.bfp4} & built)
+        group = bfp.group_blocks(W)
+        if has_bfp:
+            m.submodules.scatter = scatter = bfp.BlockScatter(W)
         c = unp.m
         # decoded beats leave through a register slice: m_axis.tready reaches no further than its flops
         m.submodules.out = out = StreamSlice(W)
@@ -63,28 +70,34 @@ class Decompressor(wiring.Component):
         # the decoders are a free-running pipeline of LATENCY stages; the buffer behind it takes the
         # backpressure (as in the compressor)
         latency = max(bfp.DECODE_STAGES, F16_TO_F32_STAGES)
-        group = scatter.group
         out_bits = max(W, bfp.BLOCK_BITS * group)
         count_bits = len(c.count)
         m.submodules.buffer = buf = CreditBuffer(out_bits + count_bits + 1 + COUNT_BITS, latency)
-        is_bfp = (codec == Codec.bfp8) | (codec == Codec.bfp4)
-        is_half = (codec == Codec.fp16) | (codec == Codec.bf16)
-        is8 = codec == Codec.bfp8
+        is_bfp = selects(codec, built, Codec.bfp8, Codec.bfp4)
+        is_half = selects(codec, built, Codec.fp16, Codec.bf16)
+
+        def bfp8(value):        # a build with one bfp codec: constant (the decoder's other width folds away)
+            return value == Codec.bfp8 if {Codec.bfp8, Codec.bfp4} <= built else C(Codec.bfp8 in built, 1)
+        is8 = bfp8(codec)
         fire = Signal()
         m.d.comb += [fire.eq(c.valid & buf.ready), c.ready.eq(buf.ready)]
 
-        f16 = Cat(*[f16_to_f32(m, c.data[16 * i:16 * (i + 1)], f"f{i}", register) for i in range(lanes)])
-        f16 = delay(m, f16, latency - F16_TO_F32_STAGES, "f16")
-        bf16 = delay(m, Cat(*[bf16_to_f32(m, c.data[16 * i:16 * (i + 1)], f"g{i}") for i in range(lanes)]),
-                     latency, "bf16")
-        blocks = Cat(*[bfp.decode(m, r, is8, f"bfpd{i}", register)
-                       for i, r in enumerate(bfp.split_records(c.data, is8, group))])
-        blocks = delay(m, blocks, latency - bfp.DECODE_STAGES, "blocks")
         valid_d = delay(m, fire, latency, "valid", reset=True)
         codec_d = delay(m, codec, latency, "codec")
         side_d = delay(m, Cat(c.count, c.last, c.user), latency, "side")
-        bfp_d = (codec_d == Codec.bfp8) | (codec_d == Codec.bfp4)
-        data_d = Mux(bfp_d, blocks, Mux(codec_d == Codec.fp16, f16, bf16))
+        data_d = C(0, out_bits)
+        if Codec.bf16 in built:
+            data_d = delay(m, Cat(*[bf16_to_f32(m, c.data[16 * i:16 * (i + 1)], f"bf16_{i}") for i in range(lanes)]),
+                           latency, "bf16")
+        if Codec.fp16 in built:
+            f16 = Cat(*[f16_to_f32(m, c.data[16 * i:16 * (i + 1)], f"fp16_{i}", register) for i in range(lanes)])
+            f16 = delay(m, f16, latency - F16_TO_F32_STAGES, "f16")
+            data_d = Mux(codec_d == Codec.fp16, f16, data_d) if Codec.bf16 in built else f16
+        if has_bfp:
+            blocks = Cat(*[bfp.decode(m, r, is8, f"bfpd{i}", register)
+                           for i, r in enumerate(bfp.split_records(c.data, is8, group))])
+            blocks = delay(m, blocks, latency - bfp.DECODE_STAGES, "blocks")
+            data_d = Mux(selects(codec_d, built, Codec.bfp8, Codec.bfp4), blocks, data_d)
         m.d.comb += [buf.enter.eq(fire), buf.p_valid.eq(valid_d), buf.p_data.eq(Cat(data_d, side_d))]
         data, count = buf.m_data[:out_bits], buf.m_data[out_bits:out_bits + count_bits]
         last, user = buf.m_data[out_bits + count_bits], buf.m_data[out_bits + count_bits + 1:]
@@ -105,20 +118,21 @@ class Decompressor(wiring.Component):
                 buf.m_ready.eq(d.tready),
             ]
             wiring.connect(m, out.m_axis, wiring.flipped(o))
-        with m.Elif(is_bfp):
-            m.d.comb += from_input()
-            m.d.comb += [
-                unp.take.eq(bb * group),
-                scatter.s.data.eq(data[:bfp.BLOCK_BITS * group]),
-                # a packet's last chunk may hold fewer records than a group
-                scatter.s.blocks.eq(1 + sum(count > i * bb for i in range(1, group))),
-                scatter.s.last.eq(last),
-                scatter.s.user.eq(user),
-                scatter.s.valid.eq(buf.m_valid),
-                buf.m_ready.eq(scatter.s.ready),
-            ]
-            wiring.connect(m, scatter.m_axis, d)
-            wiring.connect(m, out.m_axis, wiring.flipped(o))
+        if has_bfp:
+            with m.Elif(is_bfp):
+                m.d.comb += from_input()
+                m.d.comb += [
+                    unp.take.eq(bb * group),
+                    scatter.s.data.eq(data[:bfp.BLOCK_BITS * group]),
+                    # a packet's last chunk may hold fewer records than a group
+                    scatter.s.blocks.eq(1 + sum(count > i * bb for i in range(1, group))),
+                    scatter.s.last.eq(last),
+                    scatter.s.user.eq(user),
+                    scatter.s.valid.eq(buf.m_valid),
+                    buf.m_ready.eq(scatter.s.ready),
+                ]
+                wiring.connect(m, scatter.m_axis, d)
+                wiring.connect(m, out.m_axis, wiring.flipped(o))
         with m.Else():
             m.d.comb += [o.tdata.eq(s.tdata), o.tkeep.eq(s.tkeep), o.tlast.eq(s.tlast),
                          o.tvalid.eq(s.tvalid), s.tready.eq(o.tready)]

@@ -37,6 +37,25 @@ _Send = data.StructLayout({"j": J_BITS, "slot": range(MAX_NIC_WINDOW), "retx": 1
 _SlotRecord = data.StructLayout({"j": J_BITS, "resends": 3})
 
 
+def switch_client_signature(width: int) -> wiring.Signature:
+    """The :class:`SwitchClient`'s ports (a NIC built without it has an ``Absent`` block with these)."""
+    W = width
+    return wiring.Signature({
+        "cfg": In(SwitchConfig),
+        "start": In(1),
+        "busy": Out(1),
+        "status": Out(EngineStatus),
+        "psn": Out(32),
+        "psn_set": In(1),
+        "psn_value": In(32),
+        **engine_members(W),
+        # the codecs it uses, shared with the NIC's other users (hdl/nic/nic.py)
+        "comp": In(compressor_signature(W)), "dec": In(decompressor_signature(W)),
+        "dup_results": Out(32),
+        "timeouts": Out(32),
+    })
+
+
 class SwitchClient(wiring.Component):
     """Runs one switch all-reduce of ``cfg.count`` elements from ``start`` until ``busy`` falls.
 
@@ -60,20 +79,7 @@ class SwitchClient(wiring.Component):
         self.width = check_width(width, self)
         self.send_depth = send_depth
         W = width
-        super().__init__({
-            "cfg": In(SwitchConfig),
-            "start": In(1),
-            "busy": Out(1),
-            "status": Out(EngineStatus),
-            "psn": Out(32),
-            "psn_set": In(1),
-            "psn_value": In(32),
-            **engine_members(W),
-            # the codecs it uses, shared with the NIC's other users (hdl/nic/nic.py)
-            "comp": In(compressor_signature(W)), "dec": In(decompressor_signature(W)),
-            "dup_results": Out(32),
-            "timeouts": Out(32),
-        })
+        super().__init__(switch_client_signature(width))
 
     def elaborate(self, platform):
         m = Module()

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from contract.build import FULL, SMALL, NicBuild
 from contract.credits import TIGHT
 from contract.limits import DEFAULT_WIDTH, MAX_CLUSTER_NODES, WIDTHS
 from hdl.arith.reduction_unit import ReductionUnit
@@ -44,7 +45,7 @@ class Top:
             object.__setattr__(self, "module", (f.func if isinstance(f, partial) else f).__module__)
 
 
-TOPS = {name: Top(cls) for name, cls in {
+TOPS = {name: Top(factory) for name, factory in {
     "reduction_unit": ReductionUnit,
     "compressor": Compressor,
     "decompressor": Decompressor,
@@ -54,7 +55,11 @@ TOPS = {name: Top(cls) for name, cls in {
     "register_block": RegisterBlock,
     "dma_engine": DmaEngine,
     "nic": Nic,
+    # the small build (contract/build.py): none/fp16/bfp8, an 8-entry peer table: placed whole by make report
+    "nic_small": partial(Nic, build=SMALL),
 }.items()}
+#: the tops that are a whole NIC, by the build they hold
+NIC_TOPS = {"nic": FULL, "nic_small": SMALL}
 
 
 def module_name(top: str, width: int) -> str:
@@ -69,9 +74,17 @@ def _cluster_sources(width: int, nic: str = "nic") -> tuple:
     return (MEMORY_SOURCE, CAPTURE_SOURCE, TRACE_SOURCE, export(nic, width))
 
 
+def _host_bench(width: int, nic: str = "nic") -> HostBench:
+    return HostBench(width, nic_module=module_name(nic, width))
+
+
 SIM_TOPS = {
     # the bench instantiates the exported NIC by module name, as the cluster benches do
     "host_bench": Top(HostBench, sources=lambda width: (MEMORY_SOURCE, export("nic", width))),
+    # the same around the small build (contract/build.py)
+    "host_bench_small": Top(partial(_host_bench, nic="nic_small"),
+                            sources=lambda width: (MEMORY_SOURCE, export("nic_small", width)),
+                            module=HostBench.__module__),
     # the bench instantiates the exported NIC by module name: its own Verilog depends on the bench alone
     **{f"cluster_n{n}": Top(partial(_cluster, n), _cluster_sources, lambda width: (module_name("nic", width),),
                             module=ClusterBench.__module__)
@@ -81,7 +94,7 @@ SIM_TOPS = {
                                    lambda width: (module_name("nic", width),), module=ClusterBench.__module__)
        for n in range(2, MAX_CLUSTER_NODES + 1)},
     # a NIC whose receive side is tiny (contract.credits.TIGHT), and 6 of them in a ring (credits bind with loss)
-    "nic_tight": Top(partial(Nic, credits=TIGHT)),
+    "nic_tight": Top(partial(Nic, build=NicBuild("tight", credits=TIGHT))),
     "tight_cluster_n6": Top(partial(_cluster, 6, nic="nic_tight"), partial(_cluster_sources, nic="nic_tight"),
                             lambda width: (module_name("nic_tight", width),), module=ClusterBench.__module__),
 }
@@ -101,4 +114,4 @@ def export(top: str, width: int, out_dir: Path = None, fmt: str = "verilog") -> 
     return _export.export(module_name(top, width), t.factory, width, t.module, out_dir, fmt)
 
 
-__all__ = ["DEFAULT_WIDTH", "EXPORT_WIDTHS", "SIM_TOPS", "TOPS", "Top", "export", "get", "module_name"]
+__all__ = ["DEFAULT_WIDTH", "EXPORT_WIDTHS", "NIC_TOPS", "SIM_TOPS", "TOPS", "Top", "export", "get", "module_name"]

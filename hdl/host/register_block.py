@@ -2,15 +2,23 @@
 
 from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from contract import regmap as rm
+from contract.build import FULL, NicBuild
 from hdl.host.axi import RESP_OKAY, RESP_SLVERR, AxiLiteSignature
 from hdl.stream.axis import check_width
 
 
 def _layout(regs):
     return data.StructLayout({r.name.lower(): 32 if r.count == 1 else data.ArrayLayout(32, r.count) for r in regs})
+
+
+def TableReadSignature(depth: int, bits: int):
+    """A table register's read port, seen from the register block: the reader drives ``addr`` (an entry),
+    ``data`` is that entry one cycle later."""
+    return wiring.Signature({"addr": In(range(depth)), "data": Out(bits)})
 
 
 #: the NIC's registers by access (``ro``: the constants left out)
@@ -21,30 +29,40 @@ class RegisterBlock(wiring.Component):
     """A register map's registers on ``s_axil`` (AXI4-Lite, 32-bit data): the NIC's (``contract.regmap.NIC``)
     unless ``regmap`` names another, whose constant registers read ``constants`` (name: value).
 
-    * ``cfg``: every ``rw`` register (reset values from the map); ``stat``: every ``ro`` status input;
+    * ``cfg``: every ``rw`` register (reset values from the map) but the tables; ``tables``: a read port per
+      table register (``addr`` in, ``data`` a cycle later; the entries live in a RAM, reset to 0: the host
+      writes them before use; the NIC's hold ``build.max_ranks`` entries, contract/build.py, and the
+      addresses above those answer SLVERR); ``stat``: every ``ro`` status input;
       ``set``: per ``w1c`` register, bits to set (the host clears them by writing ones); ``strobe`` /
       ``strobe_data``: a one-cycle pulse and the written value per ``wo`` register (doorbells).
     * ``irq`` = ``(IRQ_STATUS & IRQ_ENABLE) != 0`` and ``CONTROL.reset_stats`` clears itself after a
       cycle, in a map that has them.
     * Writes honour ``wstrb``. An address outside the map answers SLVERR (writes are ignored, reads give 0).
-    * One read and one write in flight; a write takes the cycle after AW and W are both valid.
+    * One read and one write in flight; a write takes the cycle after AW and W are both valid; a read answers
+      two cycles after AR (the address is decoded, then the value chosen: a table entry is a RAM read).
     """
 
-    def __init__(self, width: int = 512, regmap: rm.RegisterMap = None, constants: dict = None):
+    def __init__(self, width: int = 512, regmap: rm.RegisterMap = None, constants: dict = None,
+                 build: NicBuild = FULL):
         self.width = check_width(width, self)
         self.map = regmap or rm.NIC
         if constants is None:
             if regmap is not None:
                 raise ValueError("a register map other than the NIC's needs its constants")
-            constants = {"ID": rm.ID_VALUE, "VERSION": rm.VERSION_VALUE, "CAPS": rm.caps_value(width)}
+            constants = {"ID": rm.ID_VALUE, "VERSION": rm.VERSION_VALUE, "CAPS": rm.caps_value(width, build)}
+        # the NIC's tables (the peer table) hold the build's max_ranks entries; the addresses above answer SLVERR
+        self.depth = {r.name: build.max_ranks if regmap is None else r.count for r in self.map.registers if r.table}
         if set(constants) != set(self.map.constants):
             raise ValueError(f"constants must give {sorted(self.map.constants)}, got {sorted(constants)}")
         self.constants = dict(constants)
         self.addr_width = (self.map.span - 1).bit_length()
         self.rw, self.ro, self.w1c, self.wo = (self.map.of(a) for a in ("rw", "ro", "w1c", "wo"))
+        self.table_regs = [r for r in self.rw if r.table]
         super().__init__({
             "s_axil": In(AxiLiteSignature(self.addr_width)),
-            "cfg": Out(_layout(self.rw)),
+            "cfg": Out(_layout([r for r in self.rw if not r.table])),
+            "tables": Out(wiring.Signature({r.name.lower(): Out(TableReadSignature(self.depth[r.name], r.bits))
+                                            for r in self.table_regs})),
             "stat": In(_layout(self.ro)),
             "set": In(_layout(self.w1c)),
             "strobe": Out(len(self.wo)),
@@ -60,11 +78,23 @@ class RegisterBlock(wiring.Component):
         # storage for rw registers, with their reset values
         regs = {}
         for r in self.rw:
+            if r.table:
+                continue
             for i in range(r.count):
                 s = Signal(r.bits, init=r.reset, name=f"r_{r.name.lower()}_{i}")
                 regs[(r.name, i)] = s
                 port = getattr(self.cfg, r.name.lower())
                 m.d.comb += (port if r.count == 1 else port[i]).eq(s)
+
+        # table registers: a RAM each, one write port (byte enables) and two read ports (the NIC's, the host's)
+        host_rd = {}
+        for r in self.table_regs:
+            m.submodules[f"t_{r.name.lower()}"] = mem = Memory(shape=r.bits, depth=self.depth[r.name], init=[])
+            wp = mem.write_port(granularity=8)
+            port = getattr(self.tables, r.name.lower())
+            hw = mem.read_port()
+            m.d.comb += [hw.addr.eq(port.addr), port.data.eq(hw.data)]
+            host_rd[r.name] = (wp, mem.read_port())
 
         # -- writes --------------------------------------------------------------------------------------
         w_go = Signal()
@@ -81,7 +111,16 @@ class RegisterBlock(wiring.Component):
         waddr = bus.awaddr & ~3
         m.d.sync += self.strobe.eq(0)
         hit = Signal()
+        for r in self.table_regs:
+            wp = host_rd[r.name][0]
+            index = (waddr - r.offset) >> 2
+            inside = (waddr >= r.offset) & (waddr < r.offset + 4 * self.depth[r.name])
+            with m.If(w_go & inside):
+                m.d.comb += [hit.eq(1), wp.addr.eq(index[:len(wp.addr)]), wp.data.eq(bus.wdata[:r.bits]),
+                             wp.en.eq(bus.wstrb[:r.bits // 8])]
         for r in self.map.registers:
+            if r.table:
+                continue
             for i in range(r.count):
                 addr = r.offset + 4 * i
                 with m.If(w_go & (waddr == addr)):
@@ -106,20 +145,32 @@ class RegisterBlock(wiring.Component):
             with m.If(ctrl[bit] & ~(w_go & (waddr == self.map.offset("CONTROL")))):
                 m.d.sync += ctrl[bit].eq(0)
 
-        # -- reads ---------------------------------------------------------------------------------------
+        # -- reads: AR taken (address registered), then the value chosen and answered ---------------------------
+        r_pend = Signal()
+        r_addr = Signal.like(bus.araddr)
         r_valid = Signal()
         r_data = Signal(32)
         r_resp = Signal(2)
-        r_go = bus.arvalid & ~r_valid
+        r_go = bus.arvalid & ~r_pend & ~r_valid
         m.d.comb += [bus.arready.eq(r_go), bus.rvalid.eq(r_valid), bus.rdata.eq(r_data), bus.rresp.eq(r_resp)]
         with m.If(r_valid & bus.rready):
             m.d.sync += r_valid.eq(0)
-        raddr = bus.araddr & ~3
+        m.d.sync += r_pend.eq(r_go)
         with m.If(r_go):
+            m.d.sync += r_addr.eq(bus.araddr & ~3)
+        for r in self.table_regs:                   # the RAMs read the entry as AR is taken
+            rp = host_rd[r.name][1]
+            m.d.comb += rp.addr.eq(((bus.araddr - r.offset) >> 2)[:len(rp.addr)])
+        with m.If(r_pend):
             m.d.sync += [r_valid.eq(1), r_data.eq(0), r_resp.eq(RESP_SLVERR)]
+            for r in self.table_regs:
+                with m.If((r_addr >= r.offset) & (r_addr < r.offset + 4 * self.depth[r.name])):
+                    m.d.sync += [r_data.eq(host_rd[r.name][1].data), r_resp.eq(RESP_OKAY)]
             for r in self.map.registers:
+                if r.table:
+                    continue
                 for i in range(r.count):
-                    with m.If(raddr == r.offset + 4 * i):
+                    with m.If(r_addr == r.offset + 4 * i):
                         if r.name in self.constants:
                             value = C(self.constants[r.name], 32)
                         elif r.access == "rw":

@@ -6,12 +6,12 @@ from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from contract import credits as cr
 from contract import descriptors as ds
 from contract import regmap as rm
+from contract.build import FULL, NicBuild
 from contract.enums import Algorithm, Codec, Dtype, Opcode, Status
 from contract.in_network import MAX_JOB_WORKERS
-from contract.limits import MAX_COUNT, MAX_RANKS
+from contract.limits import MAX_COUNT
 from contract.protocol import MAX_P, MIN_P, packet_quantum
 from hdl.engine.collective_engine import EngineStatus, NetCounters
 from hdl.engine.plan_calculator import PlanCalculator
@@ -42,9 +42,9 @@ def _any(values):
     return out
 
 
-def check_descriptor(m, d, cfg, width):
-    """Status of descriptor ``d`` under ``cfg`` at datapath width ``width``: :func:`contract.descriptors.check`
-    in RTL, same order."""
+def check_descriptor(m, d, cfg, width, build=FULL):
+    """Status of descriptor ``d`` under ``cfg`` at datapath width ``width`` in a NIC built as ``build``
+    (``contract.build``): :func:`contract.descriptors.check` in RTL, same order."""
     count_bytes = Cat(C(0, 2), d.count)
     src_end = Signal(65)
     dst_end = Signal(65)
@@ -55,7 +55,7 @@ def check_descriptor(m, d, cfg, width):
 
     collective = d.opcode != Opcode.copy
     switch = d.algorithm == Algorithm.switch
-    limit = Mux(switch, MAX_JOB_WORKERS, MAX_RANKS)
+    limit = Mux(switch, MAX_JOB_WORKERS, build.max_ranks)
     p = cfg.packet_elems
     quantum_bits = packet_quantum(width).bit_length() - 1
     checks = [
@@ -73,6 +73,11 @@ def check_descriptor(m, d, cfg, width):
          Status.bad_packet_size),
     ]
     unsupported = switch & (d.opcode != Opcode.allreduce)
+    for c in Codec:                         # what the build left out
+        if c not in build.codecs:
+            unsupported = unsupported | (d.codec == c)
+    if not build.switch:
+        unsupported = unsupported | switch
     if ds.UNSUPPORTED_OPCODES:
         unsupported = unsupported | _any(d.opcode == op for op in ds.UNSUPPORTED_OPCODES)
     checks.append((unsupported, Status.unsupported))
@@ -107,9 +112,10 @@ class CommandProcessor(wiring.Component):
     growth over the descriptor (frames and bytes sent and received).
     """
 
-    def __init__(self, width: int = 512, credits: cr.Credits = cr.DEFAULT):
+    def __init__(self, width: int = 512, build: NicBuild = FULL):
         self.width = check_width(width, self)
-        self.credits = credits
+        self.build = build
+        self.credits = build.credits
         W = width
         super().__init__({
             "cfg": In(RingConfig),
@@ -201,7 +207,7 @@ class CommandProcessor(wiring.Component):
         s.head = Signal()                   # writing the record's first beat (phase byte) rather than the rest
         with m.If(s.timing):
             m.d.sync += s.cycles.eq(s.cycles + 1)
-        s.verdict = check_descriptor(m, desc, cfg, self.width)
+        s.verdict = check_descriptor(m, desc, cfg, self.width, self.build)
         m.submodules.plan = s.plan = plan = PlanCalculator(self.credits)
         m.d.comb += [
             plan.elements.eq(desc.count), plan.nodes.eq(cfg.world_size), plan.packet.eq(cfg.packet_elems),

@@ -9,15 +9,15 @@ from amaranth import Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
-from contract import credits as cr
 from contract import regmap as rm
 from contract import stages as st
+from contract.build import FULL, NicBuild
 from contract.enums import DATA_OPCODES, DropReason, FrameOpcode
 from hdl.codec.codec_loop import CodecLoop
 from hdl.codec.compressor import Compressor
 from hdl.codec.decompressor import Decompressor
 from hdl.engine.collective_engine import CollectiveEngine
-from hdl.engine.switch_client import SwitchClient
+from hdl.engine.switch_client import SwitchClient, switch_client_signature
 from hdl.host.axi import AxiLiteSignature, AxiSignature
 from hdl.host.dma_engine import DmaEngine
 from hdl.host.register_block import RegisterBlock
@@ -61,6 +61,21 @@ def share(m, block, users):
                     m.d.comb += v.eq(value)
 
 
+class Absent(wiring.Component):
+    """A block a build leaves out (contract/build.py), in its place: its outputs stay at 0 but for the
+    readies, which are 1 (whatever is routed to it is taken and dropped)."""
+
+    def __init__(self, signature: wiring.Signature):
+        super().__init__(signature)
+
+    def elaborate(self, platform):
+        m = Module()
+        for path, member, value in self.signature.flatten(self):
+            if member.flow == Out and path[-1] in ("ready", "tready"):
+                m.d.comb += value.eq(1)
+        return m
+
+
 def nic_signature(width: int) -> wiring.Signature:
     """The NIC's ports (what ``ainic_nic_w<W>.v`` has, with ``clk`` and ``rst``)."""
     return wiring.Signature({
@@ -96,20 +111,21 @@ class Nic(wiring.Component):
     so ``s_axis_rx`` never has to push back on a MAC.
     """
 
-    def __init__(self, width: int = 512, credits: cr.Credits = cr.DEFAULT):
+    def __init__(self, width: int = 512, build: NicBuild = FULL):
         self.width = check_width(width, self)
-        self.credits = credits
+        self.build = build
+        self.credits = build.credits
         super().__init__(nic_signature(width))
 
     def elaborate(self, platform):
         m = Module()
         W = self.width
-        m.submodules.regs = regs = RegisterBlock(W)
-        m.submodules.cmd = cmd = CommandProcessor(W, self.credits)
+        m.submodules.regs = regs = RegisterBlock(W, build=self.build)
+        m.submodules.cmd = cmd = CommandProcessor(W, self.build)
         m.submodules.dma = dma = DmaEngine(W)
         m.submodules.loop = loop = CodecLoop(W)
         m.submodules.engine = eng = CollectiveEngine(W, credits=self.credits)
-        m.submodules.client = cl = SwitchClient(W)
+        m.submodules.client = cl = SwitchClient(W) if self.build.switch else Absent(switch_client_signature(W))
         m.submodules.rx = rx = RxParser(W, buffer_beats=self.credits.buffer_beats(W))
         m.submodules.tx = tx = TxBuilder(W)
         link_reset = Signal()
@@ -167,7 +183,8 @@ class Nic(wiring.Component):
         # the local copy's codec loop (one of them runs at a time); reset as each job starts, so that nothing
         # a job left behind (an aborted packet) reaches the next
         codec_reset = cmd.engine_start | cmd.loop_start
-        comp, dec0, dec1 = Compressor(W), Decompressor(W), Decompressor(W)
+        codecs = self.build.codecs
+        comp, dec0, dec1 = Compressor(W, codecs), Decompressor(W, codecs), Decompressor(W, codecs)
         for name, block in (("comp", comp), ("dec0", dec0), ("dec1", dec1)):
             m.submodules[name] = ResetInserter(codec_reset)(block)
         share(m, comp, [(eng.comp, act_ring), (cl.comp, act_sw), (loop.comp, None)])
@@ -185,9 +202,19 @@ class Nic(wiring.Component):
         nxt = Signal(6)
         prv = Signal(6)
         m.d.comb += [nxt.eq(Mux(rank == nodes - 1, 0, rank + 1)), prv.eq(Mux(rank == 0, nodes - 1, rank - 1))]
+        # the peer table is a RAM (contract.regmap TABLE_READ_CYCLES): read the next and the previous rank's
+        # entries in turn, each kept in registers until its turn comes again
         next_mac, next_ip, prev_mac, prev_ip = Signal(48), Signal(32), Signal(48), Signal(32)
-        m.d.sync += [next_mac.eq(Cat(c.peer_mac_lo[nxt], c.peer_mac_hi[nxt][:16])), next_ip.eq(c.peer_ip[nxt]),
-                     prev_mac.eq(Cat(c.peer_mac_lo[prv], c.peer_mac_hi[prv][:16])), prev_ip.eq(c.peer_ip[prv])]
+        turn, turn_d = Signal(), Signal()
+        t = regs.tables
+        m.d.sync += [turn.eq(~turn), turn_d.eq(turn)]
+        for port in (t.peer_mac_lo, t.peer_mac_hi, t.peer_ip):
+            m.d.comb += port.addr.eq(Mux(turn, prv, nxt))
+        entry_mac, entry_ip = Cat(t.peer_mac_lo.data, t.peer_mac_hi.data), t.peer_ip.data
+        with m.If(turn_d):
+            m.d.sync += [prev_mac.eq(entry_mac), prev_ip.eq(entry_ip)]
+        with m.Else():
+            m.d.sync += [next_mac.eq(entry_mac), next_ip.eq(entry_ip)]
         ec, h, d = eng.cfg, eng.cfg.header, cmd.desc
         m.d.comb += [
             ec.plan.eq(cmd.plan), ec.prev_ip.eq(prev_ip), ec.src.eq(d.src), ec.dst.eq(d.dst),

@@ -18,6 +18,7 @@ import numpy as np
 
 from contract import descriptors as ds
 from contract import regmap as rm
+from contract.build import from_caps
 from contract.enums import Algorithm, Codec, Dtype, Opcode, Status
 from contract.limits import MAX_COUNT, MAX_RANKS
 from contract.protocol import MAX_P, MIN_P, packet_quantum
@@ -41,6 +42,11 @@ class NicError(RuntimeError):
         super().__init__(f"NIC error status {bits:#x}: {', '.join(names) or 'unknown'}{more}")
         self.bits = bits
         self.lost = lost
+
+
+class Unsupported(NotImplementedError):
+    """What a descriptor asks for is not in this NIC's build (its CAPS register, contract/build.py): refused
+    before the NIC sees it (the NIC itself would complete it with status ``unsupported``)."""
 
 
 class CompletionError(RuntimeError):
@@ -97,6 +103,8 @@ class Nic:
         self.done = {}
         self.packet_elems = None
         self.warnings = set()          # ERROR_STATUS warnings seen (int32_overflow)
+        self.caps = self.build = None   # CAPS and the build it announces: read by start()
+        self.world_size = None
 
     # -- registers ---------------------------------------------------------------------------------------
     async def read_reg(self, name: str, index: int = 0) -> int:
@@ -126,6 +134,8 @@ class Nic:
         ident = await self.read_reg("ID")
         if ident != rm.ID_VALUE:
             raise RuntimeError(f"no ainic NIC here: ID reads {ident:#010x}")
+        self.caps = await self.read_reg("CAPS")
+        _, self.build = from_caps(self.caps)
         await self.write_reg("CONTROL", 0)
         for name, value in (("SQ_BASE_LO", self.sq_base & 0xFFFFFFFF), ("SQ_BASE_HI", self.sq_base >> 32),
                             ("SQ_SIZE_LOG2", self.sq_entries.bit_length() - 1),
@@ -140,6 +150,8 @@ class Nic:
         for i, (mac, ip) in enumerate(peers):
             _check_int(f"peers[{i}] mac", mac, 0, (1 << 48) - 1)
             _check_int(f"peers[{i}] ip", ip, 0, (1 << 32) - 1)
+        # the peer table holds the build's max_ranks entries: a larger job can run only through the switch
+        for i, (mac, ip) in enumerate(peers[:self.build.max_ranks]):
             await self.write_reg("PEER_MAC_LO", mac & 0xFFFFFFFF, i)
             await self.write_reg("PEER_MAC_HI", mac >> 32, i)
             await self.write_reg("PEER_IP", ip, i)
@@ -150,6 +162,7 @@ class Nic:
         self.outstanding.clear()
         self.done.clear()
         self.packet_elems = packet_elems
+        self.world_size = world_size
 
     # -- host memory ---------------------------------------------------------------------------------------
     def alloc(self, nbytes: int, align: int = 64) -> int:
@@ -208,7 +221,18 @@ class Nic:
             self._check_range(addr, 4 * count)
             fields[name] = addr
         if Opcode[opcode] in ds.UNSUPPORTED_OPCODES:
-            raise NotImplementedError(f"{opcode}: not executed by this build")
+            raise Unsupported(f"{opcode}: not executed by this build")
+        if self.build is not None:
+            missing = self.build.missing(fields["codec"], fields["dtype"], fields["algorithm"])
+            if missing:
+                raise Unsupported(f"{missing}: this NIC was built without it (build {self.build.name!r}, CAPS "
+                                  f"{self.caps:#010x}: codecs {', '.join(c.name for c in sorted(self.build.codecs))}; "
+                                  f"algorithms {', '.join(a.name for a in sorted(self.build.algorithms))})")
+            if (opcode != "copy" and algorithm == "ring" and self.world_size is not None
+                    and self.world_size > self.build.max_ranks):
+                raise Unsupported(f"a ring {opcode} of {self.world_size} ranks: this NIC's peer table holds "
+                                  f"{self.build.max_ranks} (build {self.build.name!r}, CAPS {self.caps:#010x}); "
+                                  "use algorithm switch or a build with a larger table")
         return await self.submit_raw(**fields)
 
     async def submit_raw(self, **fields) -> int:

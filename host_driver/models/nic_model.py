@@ -9,6 +9,7 @@ import numpy as np
 from contract import credits
 from contract import descriptors as ds
 from contract import regmap as rm
+from contract.build import FULL
 from contract.enums import AxiResp, Codec, Opcode, Status
 from host_driver.models import numerics as nm
 
@@ -49,17 +50,19 @@ class ModelMemory:
 
 class ModelBackend:
     """Registers + command processor + host memory, in Python (see module doc). ``width`` only sets the
-    bus word the error injection works on, so error cases match the RTL of that width."""
+    bus word the error injection works on, so error cases match the RTL of that width; ``build``
+    (contract/build.py) is what CAPS announces and what the descriptor checks hold the descriptors to."""
 
-    def __init__(self, width: int = 512, addr_bits: int = 24):
+    def __init__(self, width: int = 512, addr_bits: int = 24, build=FULL):
         self.width = width
+        self.build = build
         self.memory = ModelMemory(addr_bits)
         self.mem_size = self.memory.size
         self.regs = {}
         for r in rm.REGISTERS:
             for i in range(r.count):
                 self.regs[r.offset + 4 * i] = r.reset
-        self.regs[rm.offset("CAPS")] = rm.caps_value(width)
+        self.regs[rm.offset("CAPS")] = rm.caps_value(width, build)
         self.sq_head = self.sq_tail = self.cq_tail = 0
 
     # -- the backend interface ---------------------------------------------------------------------------
@@ -140,7 +143,7 @@ class ModelBackend:
             else:
                 desc = ds.unpack(ds.DESCRIPTOR_BITS, self.memory.data[addr:addr + 64].tobytes())
                 status = ds.check(desc, self._reg("WORLD_SIZE"), self._reg("RANK"), self._reg("PACKET_ELEMS"),
-                                  self.width)
+                                  self.width, self.build)
             host_bytes = 0
             collective = desc["opcode"] != Opcode.copy and self._reg("WORLD_SIZE") > 1
             if status == 0 and collective and credits.max_lag(self._reg("WORLD_SIZE"), self._reg("PACKET_ELEMS")) == 0:

@@ -8,8 +8,10 @@ import pytest
 
 from cocotb_tests.nic import scenarios as nic_scenarios
 from contract import descriptors as ds
-from contract.limits import NIC_WIDTHS
-from host_driver.driver.nic import Nic
+from contract.build import FULL, SMALL, NicBuild, from_caps
+from contract.enums import Codec, Status
+from contract.limits import MAX_RANKS, NIC_WIDTHS
+from host_driver.driver.nic import Nic, Unsupported
 from host_driver.models.nic_model import ModelBackend
 
 
@@ -115,4 +117,29 @@ def test_model_registers_keep_their_documented_bits():
     for r in narrow:
         run(backend.write_reg(r.offset, 0xFFFFFFFF))
         assert run(backend.read_reg(r.offset)) == r.mask == (1 << r.bits) - 1, r.name
-    assert run(backend.read_reg(rm.offset("CAPS"))) == rm.caps_value(128) == 0x031F0610
+    assert run(backend.read_reg(rm.offset("CAPS"))) == rm.caps_value(128) == 0x331F0610
+
+
+@pytest.mark.parametrize("build", [FULL, SMALL, NicBuild("bare", frozenset({Codec.none}), switch=False, max_ranks=2)])
+def test_a_build_does_what_its_caps_say(build, rng):
+    """The model backend of each build: CAPS decodes to the build, its codecs run, the others are refused
+    by the driver and completed ``unsupported`` by the NIC (cocotb_tests/nic/test_nic.py runs the same body on
+    the small build's RTL)."""
+    nic = Nic(ModelBackend(64, build=build), sq_entries=8, cq_entries=8)
+    run(nic.start(packet_elems=64))
+    width, announced = from_caps(nic.caps)
+    assert width == 64 and nic.build.features == announced.features == build.features
+    out = run(nic_scenarios.build_features(nic, rng))
+    assert [c["status"] for c in out[:len(Codec)]] == [0 if c in build.codecs else Status.unsupported for c in Codec]
+    if build.max_ranks == MAX_RANKS:
+        return
+    # a ring larger than the peer table: refused by the driver, the peers above the table not written
+    big = build.max_ranks + 1
+    run(nic.start(world_size=big, rank=0, peers=[(i + 1, i + 1) for i in range(big)]))
+    src, dst = nic.alloc(256), nic.alloc(256)
+    with pytest.raises(Unsupported, match=f"a ring allreduce of {big} ranks: this NIC's peer table holds "
+                                          f"{build.max_ranks}"):
+        run(nic.submit("allreduce", src=src, dst=dst, count=64))
+    if not build.switch:
+        with pytest.raises(Unsupported, match="algorithm switch: this NIC was built without it"):
+            run(nic.submit("allreduce", src=src, dst=dst, count=64, algorithm="switch"))
