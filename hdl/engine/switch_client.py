@@ -30,11 +30,16 @@ SwitchConfig = data.StructLayout({
     "timeout": 32, "backoff_max": 3, "deadline": 32,
 })
 
-#: a contribution to send: packet j (of this collective) in slot ``slot``, a resend or not
-_Send = data.StructLayout({"j": J_BITS, "slot": range(MAX_NIC_WINDOW), "retx": 1})
+#: a contribution to send: packet j (of this collective, at element offset ``off``, in the set ``set``) in slot
+#: ``slot``, a resend or not, and how often the slot's packet has been sent again (its timer's backoff)
+_Send = data.StructLayout({"j": J_BITS, "off": COUNT_BITS, "set": 1, "slot": range(MAX_NIC_WINDOW), "retx": 1,
+                           "resends": 3})
 
-#: what a slot remembers (in memory): the packet in flight in it and how often it was sent again
-_SlotRecord = data.StructLayout({"j": J_BITS, "resends": 3})
+#: what a slot remembers (in memory): the packet in flight in it (index, offset) and how often it was sent again
+_SlotRecord = data.StructLayout({"j": J_BITS, "off": COUNT_BITS, "resends": 3})
+
+#: a frame whose data was asked for, waiting for its header to go: the send, its element count and psn
+_Header = data.StructLayout({"send": _Send, "count": range(MAX_P + 1), "psn": 32})
 
 
 def switch_client_signature(width: int) -> wiring.Signature:
@@ -99,30 +104,29 @@ class SwitchClient(wiring.Component):
         last_progress = Signal(32)
         writes_out = Signal(J_BITS + 1)         # DMA writes issued, not yet answered
 
-        def offset_of(j):
-            return j * cfg.packet
+        # offsets are carried, never multiplied: a slot's next packet is S·P elements on
+        win = Signal(COUNT_BITS + 1)
+        m.d.sync += win.eq(cfg.packet << cfg.window_log2)
 
         def count_of(off):
             rest = cfg.count - off
             return Mux(rest > cfg.packet, cfg.packet, rest)
-
-        def slot_of(j):
-            return ((first + j) & (S - 1))[:7]
 
         def set_of(j):
             """The set (shadow copy) of packet j: bit log2(S) of its psn."""
             return ((first + j) >> cfg.window_log2)[0]
 
         # -- the slots: the packet in flight, its resends and timer ------------------------------------------
-        # Flags in registers; the packet, its resends and its timer in memory (one write port each; reads
-        # are a cycle early: the scan's next slot, the next record's slot, the frame leaving next).
+        # Flags in registers; the packet, its resends and its timer in memory (one write port each; read by
+        # the resend scan a slot ahead, and by the receive side as a record is offered). Offsets, counts and
+        # psns travel with each send, so no path multiplies or reads a memory into a decision in one cycle.
         inflight = Signal(MAX_NIC_WINDOW)
         queued = Signal(MAX_NIC_WINDOW)         # a send of the slot's packet is waiting to leave
         phase = Signal(MAX_NIC_WINDOW)          # the set of the slot's packet in flight
         m.submodules.slot_mem = slot_mem = Memory(shape=_SlotRecord, depth=MAX_NIC_WINDOW, init=[])
         m.submodules.due_mem = due_mem = Memory(shape=32, depth=MAX_NIC_WINDOW, init=[])
         rec_w, due_w = slot_mem.write_port(), due_mem.write_port()
-        rec_rx, rec_scan, rec_leave = (slot_mem.read_port(transparent_for=(rec_w,)) for _ in range(3))
+        rec_rx, rec_scan = (slot_mem.read_port(transparent_for=(rec_w,)) for _ in range(2))
         due_scan = due_mem.read_port(transparent_for=(due_w,))
 
         m.submodules.send_q = send_q = fifo.SyncFIFOBuffered(width=_Send.size, depth=self.send_depth)
@@ -141,18 +145,32 @@ class SwitchClient(wiring.Component):
         rx, rp = self.rx_meta, self.rx_payload
         h = rx.payload.ainic
         rslot = h.slot[:7]
-        # the slot's record is read the cycle the record is first offered and is valid from the next one on
-        # (a record waits unchanged while it is not taken)
-        looked = Signal()
-        m.d.sync += looked.eq(rx.valid & ~rx.ready)
+        # A record waits unchanged while it is not taken: its slot's record is read as it is first offered
+        # (age 0), compared in two registered stages (ages 1 and 2), and the record is answered from age 3 on
+        # (while the one before is written, the next one ages: back-to-back results lose nothing).
+        age = Signal(2)
+        m.d.sync += age.eq(Mux(rx.valid & ~rx.ready, Mux(age == 3, 3, age + 1), 0))
         m.d.comb += rec_rx.addr.eq(rslot)
-        rj = rec_rx.data.j
-        r_off = offset_of(rj)
-        expect = (running & ~stopping & (h.opcode == FrameOpcode.aggregated) & (h.job == cfg.job)
-                  & (h.slot < S) & inflight.bit_select(rslot, 1) & (h.psn == first + rj)
-                  & (((h.flags & FrameFlag.shadow) != 0) == set_of(rj))
-                  & (h.offset == r_off) & (h.count == count_of(r_off))
-                  & (h.codec == cfg.codec) & (h.dtype == cfg.dtype))
+        r = rec_rx.data
+        s1_same = Signal()                      # stage 1: the header against the slot's record
+        s1_set, s1_rest = Signal(), Signal(COUNT_BITS + 1)
+        s1_next_j, s1_next_off = Signal(J_BITS + 1), Signal(COUNT_BITS + 1)
+        m.d.sync += [
+            s1_same.eq((h.opcode == FrameOpcode.aggregated) & (h.job == cfg.job) & (h.slot < S)
+                       & (h.psn == first + r.j) & (((h.flags & FrameFlag.shadow) != 0) == set_of(r.j))
+                       & (h.offset == r.off) & (h.codec == cfg.codec) & (h.dtype == cfg.dtype)),
+            s1_set.eq(set_of(r.j)), s1_rest.eq(cfg.count - r.off),
+            s1_next_j.eq(r.j + S), s1_next_off.eq(r.off + win),
+        ]
+        s2_same, s2_more, s2_set = Signal(), Signal(), Signal()     # stage 2: the count; is there a next packet
+        s2_next_j, s2_next_off = Signal(J_BITS + 1), Signal(COUNT_BITS + 1)
+        wr_addr = Signal(64)
+        m.d.sync += [s2_same.eq(s1_same & (h.count == Mux(s1_rest > cfg.packet, cfg.packet, s1_rest))),
+                     s2_more.eq(s1_next_off < cfg.count), s2_set.eq(s1_set),
+                     s2_next_j.eq(s1_next_j), s2_next_off.eq(s1_next_off),
+                     wr_addr.eq(cfg.dst + Cat(C(0, 2), h.offset))]
+        looked = rx.valid & (age == 3)
+        expect = running & ~stopping & s2_same & inflight.bit_select(rslot, 1)
         dec = self.dec
         m.d.comb += dec.cfg_codec.eq(cfg.codec)
         take_result = Signal()
@@ -163,7 +181,7 @@ class SwitchClient(wiring.Component):
                 with m.If(rx.valid & looked):
                     with m.If(expect):
                         m.d.comb += [self.wr_cmd.valid.eq(1),
-                                     self.wr_cmd.payload.addr.eq(cfg.dst + Cat(C(0, 2), h.offset)),
+                                     self.wr_cmd.payload.addr.eq(wr_addr),
                                      self.wr_cmd.payload.length.eq(Cat(C(0, 2), h.count))]
                         with m.If(self.wr_cmd.ready):
                             m.d.comb += [rx.ready.eq(1), take_result.eq(1)]
@@ -198,60 +216,89 @@ class SwitchClient(wiring.Component):
         m.d.sync += writes_out.eq(writes_out + take_result - self.wr_status.valid)
 
         # -- what to send next: the slot's next packet after a result, the first window, or a resend --------
-        nxt = rj + S
-        nxt_off = offset_of(nxt)
+        # the resend scan: slot ``scan``'s record and timer are read a cycle early; whether its timer ran out is
+        # registered with it (``sc_*``) and acted on the cycle after, with the slot's flags as they are then (a
+        # timer written meanwhile makes the verdict stale: the slot is scanned again on the next round)
         scan = Signal(7)
         scan_next = Signal(7)
-        init_j = Signal(J_BITS + 1)
         m.d.comb += [scan_next.eq(Mux(scan + 1 >= S, 0, scan + 1)), rec_scan.addr.eq(scan_next),
                      due_scan.addr.eq(scan_next)]
         m.d.sync += scan.eq(scan_next)
+        sc_slot, sc_due = Signal(7), Signal()
+        sc_rec = Signal(_SlotRecord)
+        m.d.sync += [sc_slot.eq(scan), sc_rec.eq(rec_scan.data),
+                     sc_due.eq(~(now - due_scan.data)[31] & (scan < S) & ~(due_w.en & (due_w.addr == scan)))]
+        # the first window: packet init_j, its offset, psn and slot counted up as it goes
+        init_j = Signal(J_BITS + 1)
+        init_off = Signal(COUNT_BITS + 1)
+        init_psn = Signal(32)
         can_push = send_q.w_rdy & running & ~stopping
         with m.If(take_result):
             m.d.sync += [done_elems.eq(done_elems + h.count), last_progress.eq(now),
                          self.status.host_bytes.eq(self.status.host_bytes + Cat(C(0, 2), h.count))]
-            with m.If(nxt_off < cfg.count):
-                m.d.comb += [push.j.eq(nxt), push.slot.eq(rslot), push.retx.eq(0), send_q.w_en.eq(1)]
-                m.d.comb += [rec_w.en.eq(1), rec_w.addr.eq(rslot), rec_w.data.j.eq(nxt), rec_w.data.resends.eq(0)]
+            with m.If(s2_more):
+                m.d.comb += [push.j.eq(s2_next_j), push.off.eq(s2_next_off), push.set.eq(~s2_set),
+                             push.slot.eq(rslot), push.retx.eq(0), send_q.w_en.eq(1)]
+                m.d.comb += [rec_w.en.eq(1), rec_w.addr.eq(rslot), rec_w.data.j.eq(s2_next_j),
+                             rec_w.data.off.eq(s2_next_off), rec_w.data.resends.eq(0)]
                 m.d.sync += [phase.bit_select(rslot, 1).eq(~phase.bit_select(rslot, 1)),
                              queued.bit_select(rslot, 1).eq(1),
                              launched.eq(launched + 1)]
             with m.Else():
                 m.d.sync += inflight.bit_select(rslot, 1).eq(0)
-        with m.Elif(can_push & (init_j < S) & (offset_of(init_j) < cfg.count)):
-            s0 = slot_of(init_j)
-            m.d.comb += [push.j.eq(init_j), push.slot.eq(s0), push.retx.eq(0), send_q.w_en.eq(1)]
-            m.d.comb += [rec_w.en.eq(1), rec_w.addr.eq(s0), rec_w.data.j.eq(init_j), rec_w.data.resends.eq(0)]
-            m.d.sync += [phase.bit_select(s0, 1).eq(set_of(init_j)), inflight.bit_select(s0, 1).eq(1),
-                         queued.bit_select(s0, 1).eq(1), init_j.eq(init_j + 1), launched.eq(launched + 1)]
-        with m.Elif(can_push & inflight.bit_select(scan, 1) & ~queued.bit_select(scan, 1)
-                    & ~(now - due_scan.data)[31] & (scan < S)):
-            r = rec_scan.data
-            m.d.comb += [push.j.eq(r.j), push.slot.eq(scan), push.retx.eq(1), send_q.w_en.eq(1),
-                         rec_w.en.eq(1), rec_w.addr.eq(scan), rec_w.data.j.eq(r.j),
-                         rec_w.data.resends.eq(Mux(r.resends == 7, 7, r.resends + 1))]
-            m.d.sync += queued.bit_select(scan, 1).eq(1)
+        with m.Elif(can_push & (init_j < S) & (init_off < cfg.count)):
+            s0 = (init_psn & (S - 1))[:7]
+            init_set = init_psn.bit_select(cfg.window_log2, 1)
+            m.d.comb += [push.j.eq(init_j), push.off.eq(init_off), push.set.eq(init_set), push.slot.eq(s0),
+                         push.retx.eq(0), send_q.w_en.eq(1)]
+            m.d.comb += [rec_w.en.eq(1), rec_w.addr.eq(s0), rec_w.data.j.eq(init_j), rec_w.data.off.eq(init_off),
+                         rec_w.data.resends.eq(0)]
+            m.d.sync += [phase.bit_select(s0, 1).eq(init_set), inflight.bit_select(s0, 1).eq(1),
+                         queued.bit_select(s0, 1).eq(1), init_j.eq(init_j + 1), init_off.eq(init_off + cfg.packet),
+                         init_psn.eq(init_psn + 1), launched.eq(launched + 1)]
+        with m.Elif(can_push & inflight.bit_select(sc_slot, 1) & ~queued.bit_select(sc_slot, 1) & sc_due):
+            resends = Mux(sc_rec.resends == 7, 7, sc_rec.resends + 1)
+            m.d.comb += [push.j.eq(sc_rec.j), push.off.eq(sc_rec.off), push.set.eq(phase.bit_select(sc_slot, 1)),
+                         push.slot.eq(sc_slot), push.retx.eq(1), push.resends.eq(resends), send_q.w_en.eq(1),
+                         rec_w.en.eq(1), rec_w.addr.eq(sc_slot), rec_w.data.j.eq(sc_rec.j),
+                         rec_w.data.off.eq(sc_rec.off), rec_w.data.resends.eq(resends)]
+            m.d.sync += queued.bit_select(sc_slot, 1).eq(1)
         with m.If(self.start):
-            m.d.sync += init_j.eq(0)
+            m.d.sync += [init_j.eq(0), init_off.eq(0), init_psn.eq(self.psn)]
 
         # -- send: DMA read, encode, build ------------------------------------------------------------------
-        m.submodules.hdr_q = hdr_q = fifo.SyncFIFOBuffered(width=_Send.size, depth=8)
+        m.submodules.hdr_q = hdr_q = fifo.SyncFIFOBuffered(width=_Header.size, depth=8)
         head = data.View(_Send, send_q.r_data)
         # a send is still due if its packet is the one in flight in its slot; a slot's entries in the queue
         # are its packet in flight or the one before (the next one is queued after them), so the set decides
         def current(send):
-            return inflight.bit_select(send.slot, 1) & (phase.bit_select(send.slot, 1) == set_of(send.j))
+            return inflight.bit_select(send.slot, 1) & (phase.bit_select(send.slot, 1) == send.set)
 
-        still = current(head) & ~stopping
-        h_off = offset_of(head.j)
-        with m.If(send_q.r_rdy):
-            with m.If(~still):
-                m.d.comb += send_q.r_en.eq(1)                   # its result came meanwhile: nothing to send
+        # the send at the queue's head is staged in registers with its count, psn and host address, then
+        # issued (its DMA read asked for, its header queued) or dropped
+        # (whether it is still current is kept in a register: only a result for its slot can end that)
+        iss = Signal(_Header, name="iss")
+        iss_addr = Signal(64, name="iss_addr")
+        iss_valid, iss_done, iss_current = Signal(name="iss_valid"), Signal(name="iss_done"), Signal(name="iss_current")
+
+        def result_for(slot):
+            return take_result & (rslot == slot)
+        m.d.sync += iss_current.eq(iss_current & ~result_for(iss.send.slot))
+        with m.If(send_q.r_rdy & (~iss_valid | iss_done)):
+            m.d.comb += send_q.r_en.eq(1)
+            m.d.sync += [iss.send.eq(head), iss.count.eq(count_of(head.off)), iss.psn.eq(first + head.j),
+                         iss_addr.eq(cfg.src + Cat(C(0, 2), head.off)), iss_valid.eq(1),
+                         iss_current.eq(current(head) & ~result_for(head.slot))]
+        with m.Elif(iss_done):
+            m.d.sync += iss_valid.eq(0)
+        with m.If(iss_valid):
+            with m.If(~iss_current | stopping):
+                m.d.comb += iss_done.eq(1)                      # its result came meanwhile: nothing to send
             with m.Elif(hdr_q.w_rdy):
-                m.d.comb += [self.rd_cmd.valid.eq(1), self.rd_cmd.payload.addr.eq(cfg.src + Cat(C(0, 2), h_off)),
-                             self.rd_cmd.payload.length.eq(Cat(C(0, 2), count_of(h_off)))]
+                m.d.comb += [self.rd_cmd.valid.eq(1), self.rd_cmd.payload.addr.eq(iss_addr),
+                             self.rd_cmd.payload.length.eq(Cat(C(0, 2), iss.count))]
                 with m.If(self.rd_cmd.ready):
-                    m.d.comb += [send_q.r_en.eq(1), hdr_q.w_en.eq(1), hdr_q.w_data.eq(head)]
+                    m.d.comb += [iss_done.eq(1), hdr_q.w_en.eq(1), hdr_q.w_data.eq(iss)]
         comp = self.comp
         rd = self.rd_data
         m.d.comb += [comp.cfg_codec.eq(cfg.codec), comp.s_axis.tdata.eq(rd.tdata), comp.s_axis.tkeep.eq(rd.tkeep),
@@ -260,50 +307,52 @@ class SwitchClient(wiring.Component):
             m.d.sync += self.status.read_resp.eq(rd.tuser)
         wiring.connect(m, wiring.flipped(comp.m_axis), wiring.flipped(self.tx_payload))
 
-        out = data.View(_Send, hdr_q.r_data)
-        t_off = offset_of(out.j)
-        t_psn = first + out.j
+        hdr = data.View(_Header, hdr_q.r_data)
+        out = hdr.send
         meta = self.tx_meta.payload
         a = meta.ainic
         m.d.comb += [
             a.version.eq(VERSION), a.opcode.eq(FrameOpcode.aggregate), a.codec.eq(cfg.codec), a.dtype.eq(cfg.dtype),
-            a.flags.eq(Mux((t_psn >> cfg.window_log2)[0], FrameFlag.shadow, 0) | Mux(out.retx, FrameFlag.retransmit, 0)),
+            a.flags.eq(Mux(out.set, FrameFlag.shadow, 0) | Mux(out.retx, FrameFlag.retransmit, 0)),
             a.job.eq(cfg.job), a.collective.eq(cfg.collective), a.src_rank.eq(cfg.worker), a.dst_rank.eq(SWITCH_RANK),
-            a.chunk.eq(0), a.worker.eq(cfg.worker), a.slot.eq(out.slot), a.count.eq(count_of(t_off)),
-            a.offset.eq(t_off), a.psn.eq(t_psn), a.reserved.eq(0),
+            a.chunk.eq(0), a.worker.eq(cfg.worker), a.slot.eq(out.slot), a.count.eq(hdr.count),
+            a.offset.eq(out.off), a.psn.eq(hdr.psn), a.reserved.eq(0),
             meta.dst_mac.eq(cfg.switch_mac), meta.dst_ip.eq(cfg.switch_ip),
             self.tx_meta.valid.eq(hdr_q.r_rdy), hdr_q.r_en.eq(self.tx_meta.ready),
         ]
-        # the frame on the wire: when its last beat leaves, its slot's timer starts
+        # the frame on the wire: when its last beat leaves, its slot's timer starts (its length, with the
+        # backoff of the slot's resends, taken as the header goes)
         leaving = Signal(_Send)
         sending = Signal()
-        m.d.comb += rec_leave.addr.eq(Mux(self.tx_meta.valid & self.tx_meta.ready, out.slot, leaving.slot))
+        leave_wait = Signal(32)
+        # the byte counters add a frame's bytes the cycle after it goes (its size from registers)
+        tx_add = Signal(32)
+        m.d.sync += [tx_add.eq(0), self.net.tx_bytes.eq(self.net.tx_bytes + tx_add)]
         with m.If(self.tx_meta.valid & self.tx_meta.ready):
-            m.d.sync += [leaving.eq(out), sending.eq(1)]
+            m.d.sync += [leaving.eq(out), sending.eq(1),
+                         leave_wait.eq(cfg.timeout << Mux(out.resends > cfg.backoff_max, cfg.backoff_max, out.resends))]
             m.d.sync += [self.net.tx_frames.eq(self.net.tx_frames + 1),
-                         self.net.tx_bytes.eq(self.net.tx_bytes + FRAME_HEADER_BYTES
-                                              + payload_bytes(m, cfg.codec, count_of(t_off), "tx_plen")),
+                         tx_add.eq(FRAME_HEADER_BYTES + payload_bytes(m, cfg.codec, hdr.count, "tx_plen")),
                          self.net.retransmissions.eq(self.net.retransmissions + out.retx)]
         tp = self.tx_payload
         with m.If(tp.tvalid & tp.tready & tp.tlast):
             m.d.sync += sending.eq(0)
             ls = leaving.slot
             with m.If(current(leaving)):
-                n = rec_leave.data.resends
-                m.d.comb += [due_w.en.eq(1), due_w.addr.eq(ls),
-                             due_w.data.eq(now + (cfg.timeout << Mux(n > cfg.backoff_max, cfg.backoff_max, n)))]
+                m.d.comb += [due_w.en.eq(1), due_w.addr.eq(ls), due_w.data.eq(now + leave_wait)]
                 m.d.sync += queued.bit_select(ls, 1).eq(0)
 
         # -- received-frame counters --------------------------------------------------------------------------
+        rx_add = Signal(32)                     # the waiting record's size, from its header (stable while it waits)
+        m.d.sync += rx_add.eq(FRAME_HEADER_BYTES + payload_bytes(m, h.codec, h.count, "rx_plen2"))
         with m.If(take_result):
             m.d.sync += [self.net.rx_frames.eq(self.net.rx_frames + 1),
-                         self.net.rx_bytes.eq(self.net.rx_bytes + FRAME_HEADER_BYTES
-                                              + payload_bytes(m, h.codec, h.count, "rx_plen2"))]
+                         self.net.rx_bytes.eq(self.net.rx_bytes + rx_add)]
 
         # -- the end: every result written, or the deadline; then drain ---------------------------------------
         with m.If(running & ~stopping & ((now - last_progress) >= cfg.deadline)):
             m.d.sync += [stopping.eq(1), self.status.timeout.eq(1), self.timeouts.eq(self.timeouts + 1)]
-        drained = (~send_q.r_rdy & (send_q.level == 0) & ~hdr_q.r_rdy & (hdr_q.level == 0) & ~sending
+        drained = (~send_q.r_rdy & (send_q.level == 0) & ~iss_valid & ~hdr_q.r_rdy & (hdr_q.level == 0) & ~sending
                    & (writes_out == 0) & ~take_result)
         finished = (done_elems >= cfg.count) | stopping
         with m.If(running & ~self.start & finished & drained & ~self.wr_cmd.valid):

@@ -161,28 +161,30 @@ class RegisterBlock(wiring.Component):
         for r in self.table_regs:                   # the RAMs read the entry as AR is taken
             rp = host_rd[r.name][1]
             m.d.comb += rp.addr.eq(((bus.araddr - r.offset) >> 2)[:len(rp.addr)])
-        with m.If(r_pend):
-            m.d.sync += [r_valid.eq(1), r_data.eq(0), r_resp.eq(RESP_SLVERR)]
-            for r in self.table_regs:
-                with m.If((r_addr >= r.offset) & (r_addr < r.offset + 4 * self.depth[r.name])):
-                    m.d.sync += [r_data.eq(host_rd[r.name][1].data), r_resp.eq(RESP_OKAY)]
-            for r in self.map.registers:
-                if r.table:
-                    continue
-                for i in range(r.count):
-                    with m.If(r_addr == r.offset + 4 * i):
-                        if r.name in self.constants:
-                            value = C(self.constants[r.name], 32)
-                        elif r.access == "rw":
-                            value = regs[(r.name, i)]
-                        elif r.access == "ro":
-                            port = getattr(self.stat, r.name.lower())
-                            value = port if r.count == 1 else port[i]
-                        elif r.access == "w1c":
-                            value = w1c[r.name]
-                        else:
-                            value = C(0, 32)
-                        m.d.sync += [r_data.eq(value), r_resp.eq(RESP_OKAY)]
+        with m.If(r_pend):                      # one case per word: a balanced multiplexer, not a chain
+            m.d.sync += r_valid.eq(1)
+            with m.Switch(r_addr[2:]):
+                for r in self.map.registers:
+                    if r.table:
+                        with m.Case(*range(r.offset // 4, r.offset // 4 + self.depth[r.name])):
+                            m.d.sync += [r_data.eq(host_rd[r.name][1].data), r_resp.eq(RESP_OKAY)]
+                        continue
+                    for i in range(r.count):
+                        with m.Case(r.offset // 4 + i):
+                            if r.name in self.constants:
+                                value = C(self.constants[r.name], 32)
+                            elif r.access == "rw":
+                                value = regs[(r.name, i)]
+                            elif r.access == "ro":
+                                port = getattr(self.stat, r.name.lower())
+                                value = port if r.count == 1 else port[i]
+                            elif r.access == "w1c":
+                                value = w1c[r.name]
+                            else:
+                                value = C(0, 32)
+                            m.d.sync += [r_data.eq(value), r_resp.eq(RESP_OKAY)]
+                with m.Default():
+                    m.d.sync += [r_data.eq(0), r_resp.eq(RESP_SLVERR)]
 
         if "IRQ_STATUS" in w1c and ("IRQ_ENABLE", 0) in regs:
             m.d.comb += self.irq.eq((w1c["IRQ_STATUS"] & regs[("IRQ_ENABLE", 0)]) != 0)
