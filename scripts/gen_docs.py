@@ -26,7 +26,7 @@ def _load(name: str) -> dict:
 
 
 #: make report's tops, as its tables name them
-TOPS = {"nic_w64": "NIC, W = 64", "nic_w512": "NIC, W = 512", "nic_w1024": "NIC, W = 1024 (the wide configuration)",
+TOPS = {"nic_w64": "NIC, W = 64", "nic_small_w64": "NIC, small build, W = 64", "nic_w512": "NIC, W = 512", "nic_w1024": "NIC, W = 1024 (the wide configuration)",
         "switch_p8_w64": "aggregation switch, 8 ports, W = 64"}
 
 
@@ -83,6 +83,13 @@ def ecp5_rows() -> str:
             why = (f"does not fit: {need['used']:,} LUT4s of {need['available']:,}" if need and not e.get("fits")
                    else "failed: see results/report.json")
             out.append(f"| {_ecp5_label(key)} | {why} |" + " |" * (len(grades) + 3))
+            continue
+        if not e.get("speed"):              # packed, not placed (make report without --whole)
+            p = e.get("packed", {})
+            out.append(f"| {_ecp5_label(key)} | " + " | ".join("not placed" for _ in grades)
+                       + f" | {p.get('TRELLIS_COMB', {}).get('used', 0):,} | {p.get('TRELLIS_FF', {}).get('used', 0):,} | "
+                       f"{p.get('DP16KD', {}).get('used', 0):,} | fits: {e['lut4']['used'] / e['lut4']['available']:.0%} "
+                       "of the LUT4s |")
             continue
         u = e.get("utilization", {})
         cp = e["speed"].get(grades[0], {}).get("critical_path", {})

