@@ -57,9 +57,19 @@ class RingSequencer(wiring.Component):
         last_phase = Signal(7)
         m.d.comb += [first_phase.eq(Mux(pl.op == Collective.allgather, pl.nodes - 1, 0)),
                      last_phase.eq(Mux(pl.op == Collective.reduce_scatter, pl.nodes - 1, 2 * pl.nodes - 2))]
+        # products of the plan, registered while the sequencer prepares (PREP): nothing multiplies on the way
+        # from one item to the next; the item's offset is carried as chunk * K + packet * P
         d_start = Signal(16)             # the first key with an item: lag * first_phase
-        m.d.comb += d_start.eq(pl.lag * first_phase)
-        d_end = pl.chunk_packets - 1 + pl.lag * last_phase
+        d_end = Signal(32)
+        chunk_el, lag_el, first_off, wrap_off = (Signal(32, name=n) for n in ("chunk_el", "lag_el", "first_off",
+                                                                              "wrap_off"))
+        first_chunk = Signal(6)
+        m.d.sync += [d_start.eq(pl.lag * first_phase), d_end.eq(pl.chunk_packets - 1 + pl.lag * last_phase),
+                     chunk_el.eq(pl.chunk_packets * pl.packet), lag_el.eq(pl.lag * pl.packet),
+                     first_off.eq(first_chunk * chunk_el), wrap_off.eq((pl.nodes - 1) * chunk_el)]
+        chunk_off = Signal(32)           # chunk * K (elements)
+        k_off = Signal(34)               # k * P, two's complement
+        dk_off = Signal(32)              # (d - d_start) * P
 
         # packets of this phase's chunk
         npk = Signal(24)
@@ -91,25 +101,32 @@ class RingSequencer(wiring.Component):
         it = self.items.payload
         m.d.comb += [
             it.phase.eq(p), it.kind.eq(kind), it.chunk.eq(chunk), it.packet.eq(k[:24]),
-            it.offset.eq((chunk * pl.chunk_packets + k[:24]) * pl.packet),
+            it.offset.eq((chunk_off + k_off)[:32]),
             it.count.eq(Mux(is_rest_last, pl.rest_last, pl.packet)),
             it.last_of_chunk.eq(k[:24] == npk - 1),
         ]
 
         # chunk of the first phase: (rank - first_phase) mod N, i.e. rank, or rank + 1 for the all-gather
-        first_chunk = Signal(6)
         with m.If(pl.op == Collective.allgather):
             m.d.comb += first_chunk.eq(Mux(pl.rank == pl.nodes - 1, 0, pl.rank + 1))
         with m.Else():
             m.d.comb += first_chunk.eq(pl.rank)
 
-        def first_phase_of(next_d):
-            return [p.eq(first_phase), chunk.eq(first_chunk), k.eq(next_d - d_start)]
+        def first_phase_of(next_d, next_dk_off):
+            return [p.eq(first_phase), chunk.eq(first_chunk), k.eq(next_d - d_start), chunk_off.eq(first_off),
+                    k_off.eq(next_dk_off), dk_off.eq(next_dk_off)]
 
+        prep = Signal(2)
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start & (pl.nodes >= 2)):
-                    m.d.sync += [d.eq(d_start), *first_phase_of(d_start)]
+                    m.d.sync += prep.eq(2)
+                    m.next = "PREP"
+            with m.State("PREP"):               # the products above settle (two registers deep)
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += prep.eq(prep - 1)
+                with m.If(prep == 0):
+                    m.d.sync += [d.eq(d_start), *first_phase_of(d_start, 0)]
                     m.next = "RUN"
             with m.State("RUN"):
                 m.d.comb += [self.busy.eq(1), self.items.valid.eq(valid)]
@@ -118,10 +135,11 @@ class RingSequencer(wiring.Component):
                     with m.If(p == last_phase):
                         with m.If(d == d_end):
                             m.next = "IDLE"
-                        m.d.sync += [d.eq(d + 1), *first_phase_of(d + 1)]
+                        m.d.sync += [d.eq(d + 1), *first_phase_of(d + 1, dk_off + pl.packet)]
                     with m.Else():
-                        m.d.sync += [p.eq(p + 1), k.eq(k - pl.lag),
-                                     chunk.eq(Mux(chunk == 0, pl.nodes - 1, chunk - 1))]
+                        m.d.sync += [p.eq(p + 1), k.eq(k - pl.lag), k_off.eq(k_off - lag_el),
+                                     chunk.eq(Mux(chunk == 0, pl.nodes - 1, chunk - 1)),
+                                     chunk_off.eq(Mux(chunk == 0, wrap_off, chunk_off - chunk_el))]
         return m
 
 
