@@ -3,7 +3,8 @@ the command processor (a descriptor that asks for what was not built completes w
 refused first by the driver (``host_driver.driver.nic.Unsupported``).
 
 A build leaves out hardware, never behaviour: what it keeps works exactly as in the full NIC, bit for bit.
-:data:`BUILDS` are the shipped ones (``make report`` places each; ``ainic verilog --build NAME``):
+:data:`BUILDS` are the shipped ones (``make report`` packs each at W = 64; ``ainic verilog --top nic_small``
+exports the small one):
 
 * ``full``: every codec, the switch client, a 64-entry peer table, the default receive geometry.
 * ``small``: ``none``, ``fp16`` and ``bfp8``; the switch client; an 8-entry peer table; the receive
@@ -21,6 +22,14 @@ def _mask(members) -> int:
     return sum(1 << int(x) for x in members)
 
 
+def codec_set(codecs) -> frozenset:
+    """A build's codecs as a frozenset of ``Codec`` (``none`` is always built: int32 and copies use it)."""
+    codecs = frozenset(Codec(c) for c in codecs)
+    if Codec.none not in codecs:
+        raise ValueError("codec none is always built (int32 and copies use it)")
+    return codecs
+
+
 @dataclass(frozen=True)
 class NicBuild:
     """One NIC configuration (the datapath width is chosen separately: every build exists at every width)."""
@@ -33,9 +42,7 @@ class NicBuild:
     credits: Credits = DEFAULT
 
     def __post_init__(self):
-        object.__setattr__(self, "codecs", frozenset(Codec(c) for c in self.codecs))
-        if Codec.none not in self.codecs:
-            raise ValueError(f"build {self.name!r}: codec none is always built (int32 and copies use it)")
+        object.__setattr__(self, "codecs", codec_set(self.codecs))
         if not (2 <= self.max_ranks <= MAX_RANKS and self.max_ranks & (self.max_ranks - 1) == 0):
             raise ValueError(f"build {self.name!r}: max_ranks must be a power of two in 2 .. {MAX_RANKS}, "
                              f"got {self.max_ranks}")
@@ -60,7 +67,7 @@ class NicBuild:
         return ((width // 8) | (self.max_ranks.bit_length() - 1) << 8 | _mask(self.codecs) << 16
                 | _mask(self.dtypes) << 24 | _mask(self.algorithms) << 28)
 
-    def missing(self, codec: int, dtype: int, algorithm: int) -> str:
+    def missing(self, codec: int, algorithm: int) -> str:
         """What a descriptor asks for that this build lacks ("" when nothing): the driver's refusal text."""
         if codec in Codec._value2member_map_ and Codec(codec) not in self.codecs:
             return f"codec {Codec(codec).name}"

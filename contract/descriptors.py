@@ -8,6 +8,7 @@ completes a bad descriptor with the first failing check's status.
 
 from dataclasses import dataclass
 
+from .build import FULL
 from .enums import Algorithm, Codec, Dtype, Opcode, Status
 from .in_network import MAX_JOB_WORKERS
 from .limits import MAX_COUNT, MAX_RANKS
@@ -176,7 +177,6 @@ def check(desc: dict, world_size: int, rank: int, packet_elems: int, width: int,
     """Status code for a descriptor (fields as :func:`unpack` gives them) under the NIC's registers, on a
     NIC of datapath width ``width`` and features ``build`` (``contract.build``; default the full build):
     0 when it may run, else the first failing check's code."""
-    from .build import FULL
     build = build or FULL
     op = desc["opcode"]
     if op not in Opcode._value2member_map_:
@@ -203,7 +203,7 @@ def check(desc: dict, world_size: int, rank: int, packet_elems: int, width: int,
             packet_elems % packet_quantum(width) == 0 and MIN_P <= packet_elems <= MAX_P):
         return Status.bad_packet_size
     if op in UNSUPPORTED_OPCODES or (desc["algorithm"] == Algorithm.switch and op != Opcode.allreduce) \
-            or build.missing(desc["codec"], desc["dtype"], desc["algorithm"]):
+            or build.missing(desc["codec"], desc["algorithm"]):
         return Status.unsupported
     if any(desc.get(name, 0) for name in RESERVED_FIELDS):      # (a field left out packs as 0)
         return Status.bad_reserved

@@ -11,7 +11,8 @@ which) and reads 0 above them.
 
 from dataclasses import dataclass, field
 
-from .enums import Codec, DropReason, Dtype
+from .build import FULL, SMALL
+from .enums import Codec, DropReason
 from .in_network import BACKOFF_MAX, DEADLINE, DEFAULT_WINDOW, MAX_NIC_WINDOW, RETRANSMIT_TIMEOUT
 from .limits import MAX_RANKS, NIC_WIDTHS
 from .link import RING_DEADLINE
@@ -65,14 +66,8 @@ def _codec_mask():
     return sum(1 << code for code in Codec)
 
 
-def _small():
-    from .build import SMALL
-    return SMALL
-
-
 def caps_value(width: int, build=None) -> int:
     """CAPS of ``build`` (default: the full NIC, ``contract.build.FULL``) at datapath width ``width``."""
-    from .build import FULL
     return (build or FULL).caps(width)
 
 
@@ -173,7 +168,7 @@ def _build():
     reg("VERSION", "ro", VERSION_VALUE, "Register map version: major 31:16, minor 15:8, patch 7:0.")
     reg("CAPS", "ro", 0, "What this build has (contract/build.py; the reset column's 0 stands for the build's "
         "value): the full build " + ", ".join(f"`{caps_value(w):#010x}` at W = {w}" for w in sorted(NIC_WIDTHS))
-        + f"; the small build `{caps_value(64, _small()):#010x}` at W = 64.", [
+        + f"; the small build `{caps_value(64, SMALL):#010x}` at W = 64.", [
         Field("data_width_bytes", 0, 8, "W/8: the datapath width in bytes (8 .. 128)"),
         Field("max_ranks_log2", 8, 8, f"log2 of the largest world size of a ring collective (peer table "
               f"entries: {MAX_RANKS} in the full build, the entries above it answer SLVERR)"),

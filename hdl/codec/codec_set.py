@@ -4,16 +4,11 @@ starts a descriptor that asks for it: it completes with ``unsupported``)."""
 
 from amaranth import C
 
+from contract.build import codec_set
 from contract.enums import Codec
 
 ALL = frozenset(Codec)
-
-
-def check_codecs(codecs) -> frozenset:
-    codecs = frozenset(Codec(c) for c in codecs)
-    if Codec.none not in codecs:
-        raise ValueError("codec none is always built")
-    return codecs
+BFP = frozenset({Codec.bfp8, Codec.bfp4})
 
 
 def selects(codec, built: frozenset, *which):
@@ -23,3 +18,9 @@ def selects(codec, built: frozenset, *which):
         if c in built:
             out = out | (codec == c)
     return out
+
+
+def is_bfp8(codec, built: frozenset):
+    """The BFP encoder's or decoder's width select: ``codec`` is bfp8; a constant when only one BFP codec is
+    built (the other width's logic then folds away)."""
+    return codec == Codec.bfp8 if BFP <= built else C(Codec.bfp8 in built, 1)

@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from contract.enums import Codec
 from hdl.codec import bfp
-from hdl.codec.codec_set import ALL, check_codecs, selects
+from hdl.codec.codec_set import ALL, BFP, codec_set, is_bfp8, selects
 from hdl.codec.half_float import F32_TO_F16_STAGES, f32_to_bf16, f32_to_f16
 from hdl.codec.wire_size import chunk_bytes as codec_chunk_bytes
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
@@ -47,7 +47,7 @@ class Compressor(wiring.Component):
 
     def __init__(self, width: int = 512, codecs=ALL):
         self.width = check_width(width, self)
-        self.codecs = check_codecs(codecs)
+        self.codecs = codec_set(codecs)
         super().__init__(compressor_signature(width))
 
     def elaborate(self, platform):
@@ -62,7 +62,7 @@ class Compressor(wiring.Component):
         m.submodules.out = out = StreamSlice(W)
         wiring.connect(m, packer.m_axis, out.s_axis)
         built = self.codecs
-        has_bfp = bool({Codec.bfp8, Codec.bfp4} & built)
+        has_bfp = bool(BFP & built)
         if has_bfp:
             m.submodules.gather = gather = bfp.BlockGather(W)
         # the codecs are a free-running pipeline of LATENCY stages (no enable); the buffer behind it takes
@@ -73,9 +73,11 @@ class Compressor(wiring.Component):
         m.submodules.buffer = buf = CreditBuffer(8 * chunk_bytes + count_bits + 1, latency)
         is_bfp = selects(codec, built, Codec.bfp8, Codec.bfp4)
         is_half = selects(codec, built, Codec.fp16, Codec.bf16)
+        src_valid, src_last = is_half & s.tvalid, s.tlast      # where the pipeline's next chunk comes from
+        if has_bfp:
+            src_valid, src_last = Mux(is_bfp, gather.m.valid, src_valid), Mux(is_bfp, gather.m.last, src_last)
         fire = Signal()
-        m.d.comb += fire.eq(Mux(is_bfp, gather.m.valid, is_half & s.tvalid) & buf.ready if has_bfp
-                            else is_half & s.tvalid & buf.ready)
+        m.d.comb += fire.eq(src_valid & buf.ready)
 
         # fp16 / bf16: one lane per element; the input beat is the pipeline's first register
         beat = register(m, s.tdata, "beat")
@@ -86,7 +88,7 @@ class Compressor(wiring.Component):
         m.d.comb += half_count.eq(in_bytes >> 1)
         # what the chunk needs besides its data travels beside the pipeline, with the codec it was made with
         valid_d = delay(m, fire, latency, "valid", reset=True)
-        last_d = delay(m, Mux(is_bfp, gather.m.last, s.tlast) if has_bfp else s.tlast, latency, "last")
+        last_d = delay(m, src_last, latency, "last")
         half_count_d = delay(m, half_count, latency, "half_count")
         codec_d = delay(m, codec, latency, "codec")
         chunk = halves.get(Codec.bf16, C(0, 8 * chunk_bytes))
@@ -95,14 +97,11 @@ class Compressor(wiring.Component):
         count = Signal(count_bits)
         m.d.comb += count.eq(half_count_d)
         if has_bfp:
-            # block floating point: gather 16 elements, encode the block, hand the packer one record (a build
-            # with one bfp codec has is8 constant, and the encoder's other width folds away)
-            def bfp8(value):
-                return value == Codec.bfp8 if {Codec.bfp8, Codec.bfp4} <= built else C(Codec.bfp8 in built, 1)
-            records = [bfp.encode(m, gather.m.data[bfp.BLOCK_BITS * i:bfp.BLOCK_BITS * (i + 1)], bfp8(codec),
-                                  f"bfp{i}", register) for i in range(gather.group)]
+            # block floating point: gather 16 elements, encode the block, hand the packer one record
+            records = [bfp.encode(m, gather.m.data[bfp.BLOCK_BITS * i:bfp.BLOCK_BITS * (i + 1)],
+                                  is_bfp8(codec, built), f"bfp{i}", register) for i in range(gather.group)]
             blocks_d = delay(m, gather.m.blocks, latency, "blocks")
-            bfp_d, is8_d = selects(codec_d, built, Codec.bfp8, Codec.bfp4), bfp8(codec_d)
+            bfp_d, is8_d = selects(codec_d, built, Codec.bfp8, Codec.bfp4), is_bfp8(codec_d, built)
             chunk = Mux(bfp_d, bfp.group_records(records, is8_d), chunk)
             with m.If(bfp_d):
                 m.d.comb += count.eq(blocks_d * Mux(is8_d, bfp.block_bytes(8), bfp.block_bytes(4)))

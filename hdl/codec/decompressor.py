@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from contract.enums import Codec
 from hdl.codec import bfp
-from hdl.codec.codec_set import ALL, check_codecs, selects
+from hdl.codec.codec_set import ALL, BFP, codec_set, is_bfp8, selects
 from hdl.codec.half_float import F16_TO_F32_STAGES, bf16_to_f32, f16_to_f32
 from hdl.codec.wire_size import chunk_bytes as codec_chunk_bytes
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_mask
@@ -48,7 +48,7 @@ class Decompressor(wiring.Component):
 
     def __init__(self, width: int = 512, codecs=ALL):
         self.width = check_width(width, self)
-        self.codecs = check_codecs(codecs)
+        self.codecs = codec_set(codecs)
         super().__init__(decompressor_signature(width))
 
     def elaborate(self, platform):
@@ -59,7 +59,7 @@ class Decompressor(wiring.Component):
         s, o, codec = self.s_axis, self.m_axis, self.cfg_codec
         m.submodules.unpacker = unp = ByteUnpacker(W // 8, chunk_bytes, COUNT_BITS)
         built = self.codecs
-        has_bfp = bool({Codec.bfp8, Codec.bfp4} & built)
+        has_bfp = bool(BFP & built)
         group = bfp.group_blocks(W)
         if has_bfp:
             m.submodules.scatter = scatter = bfp.BlockScatter(W)
@@ -75,10 +75,7 @@ class Decompressor(wiring.Component):
         m.submodules.buffer = buf = CreditBuffer(out_bits + count_bits + 1 + COUNT_BITS, latency)
         is_bfp = selects(codec, built, Codec.bfp8, Codec.bfp4)
         is_half = selects(codec, built, Codec.fp16, Codec.bf16)
-
-        def bfp8(value):        # a build with one bfp codec: constant (the decoder's other width folds away)
-            return value == Codec.bfp8 if {Codec.bfp8, Codec.bfp4} <= built else C(Codec.bfp8 in built, 1)
-        is8 = bfp8(codec)
+        is8 = is_bfp8(codec, built)
         fire = Signal()
         m.d.comb += [fire.eq(c.valid & buf.ready), c.ready.eq(buf.ready)]
 

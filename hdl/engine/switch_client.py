@@ -233,14 +233,17 @@ class SwitchClient(wiring.Component):
         init_off = Signal(COUNT_BITS + 1)
         init_psn = Signal(32)
         can_push = send_q.w_rdy & running & ~stopping
+
+        def queue(slot, j, off, set_, retx=0, resends=0):
+            """Queue a send of packet j of ``slot`` and record it as the slot's packet in flight."""
+            return [push.j.eq(j), push.off.eq(off), push.set.eq(set_), push.slot.eq(slot), push.retx.eq(retx),
+                    push.resends.eq(resends), send_q.w_en.eq(1), rec_w.en.eq(1), rec_w.addr.eq(slot),
+                    rec_w.data.j.eq(j), rec_w.data.off.eq(off), rec_w.data.resends.eq(resends)]
         with m.If(take_result):
             m.d.sync += [done_elems.eq(done_elems + h.count), last_progress.eq(now),
                          self.status.host_bytes.eq(self.status.host_bytes + Cat(C(0, 2), h.count))]
             with m.If(s2_more):
-                m.d.comb += [push.j.eq(s2_next_j), push.off.eq(s2_next_off), push.set.eq(~s2_set),
-                             push.slot.eq(rslot), push.retx.eq(0), send_q.w_en.eq(1)]
-                m.d.comb += [rec_w.en.eq(1), rec_w.addr.eq(rslot), rec_w.data.j.eq(s2_next_j),
-                             rec_w.data.off.eq(s2_next_off), rec_w.data.resends.eq(0)]
+                m.d.comb += queue(rslot, s2_next_j, s2_next_off, ~s2_set)
                 m.d.sync += [phase.bit_select(rslot, 1).eq(~phase.bit_select(rslot, 1)),
                              queued.bit_select(rslot, 1).eq(1),
                              launched.eq(launched + 1)]
@@ -249,19 +252,13 @@ class SwitchClient(wiring.Component):
         with m.Elif(can_push & (init_j < S) & (init_off < cfg.count)):
             s0 = (init_psn & (S - 1))[:7]
             init_set = init_psn.bit_select(cfg.window_log2, 1)
-            m.d.comb += [push.j.eq(init_j), push.off.eq(init_off), push.set.eq(init_set), push.slot.eq(s0),
-                         push.retx.eq(0), send_q.w_en.eq(1)]
-            m.d.comb += [rec_w.en.eq(1), rec_w.addr.eq(s0), rec_w.data.j.eq(init_j), rec_w.data.off.eq(init_off),
-                         rec_w.data.resends.eq(0)]
+            m.d.comb += queue(s0, init_j, init_off, init_set)
             m.d.sync += [phase.bit_select(s0, 1).eq(init_set), inflight.bit_select(s0, 1).eq(1),
                          queued.bit_select(s0, 1).eq(1), init_j.eq(init_j + 1), init_off.eq(init_off + cfg.packet),
                          init_psn.eq(init_psn + 1), launched.eq(launched + 1)]
         with m.Elif(can_push & inflight.bit_select(sc_slot, 1) & ~queued.bit_select(sc_slot, 1) & sc_due):
-            resends = Mux(sc_rec.resends == 7, 7, sc_rec.resends + 1)
-            m.d.comb += [push.j.eq(sc_rec.j), push.off.eq(sc_rec.off), push.set.eq(phase.bit_select(sc_slot, 1)),
-                         push.slot.eq(sc_slot), push.retx.eq(1), push.resends.eq(resends), send_q.w_en.eq(1),
-                         rec_w.en.eq(1), rec_w.addr.eq(sc_slot), rec_w.data.j.eq(sc_rec.j),
-                         rec_w.data.off.eq(sc_rec.off), rec_w.data.resends.eq(resends)]
+            m.d.comb += queue(sc_slot, sc_rec.j, sc_rec.off, phase.bit_select(sc_slot, 1), retx=1,
+                              resends=Mux(sc_rec.resends == 7, 7, sc_rec.resends + 1))
             m.d.sync += queued.bit_select(sc_slot, 1).eq(1)
         with m.If(self.start):
             m.d.sync += [init_j.eq(0), init_off.eq(0), init_psn.eq(self.psn)]

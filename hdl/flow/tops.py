@@ -26,6 +26,9 @@ from hdl.sim.cluster_bench import CAPTURE_SOURCE, TRACE_SOURCE, ClusterBench
 from hdl.sim.host_bench import MEMORY_SOURCE, HostBench
 
 EXPORT_WIDTHS = WIDTHS
+#: the tops that are a whole NIC, by the build they hold (contract/build.py; ``nic_small``: none/fp16/bfp8, an
+#: 8-entry peer table, packed whole by make report)
+NIC_TOPS = {"nic": FULL, "nic_small": SMALL}
 
 
 @dataclass(frozen=True)
@@ -54,12 +57,8 @@ TOPS = {name: Top(factory) for name, factory in {
     "packet_loopback": PacketLoopback,
     "register_block": RegisterBlock,
     "dma_engine": DmaEngine,
-    "nic": Nic,
-    # the small build (contract/build.py): none/fp16/bfp8, an 8-entry peer table: placed whole by make report
-    "nic_small": partial(Nic, build=SMALL),
+    **{name: partial(Nic, build=build) for name, build in NIC_TOPS.items()},
 }.items()}
-#: the tops that are a whole NIC, by the build they hold
-NIC_TOPS = {"nic": FULL, "nic_small": SMALL}
 
 
 def module_name(top: str, width: int) -> str:

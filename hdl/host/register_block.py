@@ -87,14 +87,14 @@ class RegisterBlock(wiring.Component):
                 m.d.comb += (port if r.count == 1 else port[i]).eq(s)
 
         # table registers: a RAM each, one write port (byte enables) and two read ports (the NIC's, the host's)
-        host_rd = {}
+        table_write, table_read = {}, {}
         for r in self.table_regs:
             m.submodules[f"t_{r.name.lower()}"] = mem = Memory(shape=r.bits, depth=self.depth[r.name], init=[])
             wp = mem.write_port(granularity=8)
             port = getattr(self.tables, r.name.lower())
             hw = mem.read_port()
             m.d.comb += [hw.addr.eq(port.addr), port.data.eq(hw.data)]
-            host_rd[r.name] = (wp, mem.read_port())
+            table_write[r.name], table_read[r.name] = wp, mem.read_port()
 
         # -- writes --------------------------------------------------------------------------------------
         w_go = Signal()
@@ -112,7 +112,7 @@ class RegisterBlock(wiring.Component):
         m.d.sync += self.strobe.eq(0)
         hit = Signal()
         for r in self.table_regs:
-            wp = host_rd[r.name][0]
+            wp = table_write[r.name]
             index = (waddr - r.offset) >> 2
             inside = (waddr >= r.offset) & (waddr < r.offset + 4 * self.depth[r.name])
             with m.If(w_go & inside):
@@ -159,7 +159,7 @@ class RegisterBlock(wiring.Component):
         with m.If(r_go):
             m.d.sync += r_addr.eq(bus.araddr & ~3)
         for r in self.table_regs:                   # the RAMs read the entry as AR is taken
-            rp = host_rd[r.name][1]
+            rp = table_read[r.name]
             m.d.comb += rp.addr.eq(((bus.araddr - r.offset) >> 2)[:len(rp.addr)])
         with m.If(r_pend):                      # one case per word: a balanced multiplexer, not a chain
             m.d.sync += r_valid.eq(1)
@@ -167,7 +167,7 @@ class RegisterBlock(wiring.Component):
                 for r in self.map.registers:
                     if r.table:
                         with m.Case(*range(r.offset // 4, r.offset // 4 + self.depth[r.name])):
-                            m.d.sync += [r_data.eq(host_rd[r.name][1].data), r_resp.eq(RESP_OKAY)]
+                            m.d.sync += [r_data.eq(table_read[r.name].data), r_resp.eq(RESP_OKAY)]
                         continue
                     for i in range(r.count):
                         with m.Case(r.offset // 4 + i):

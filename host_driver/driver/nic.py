@@ -223,7 +223,7 @@ class Nic:
         if Opcode[opcode] in ds.UNSUPPORTED_OPCODES:
             raise Unsupported(f"{opcode}: not executed by this build")
         if self.build is not None:
-            missing = self.build.missing(fields["codec"], fields["dtype"], fields["algorithm"])
+            missing = self.build.missing(fields["codec"], fields["algorithm"])
             if missing:
                 raise Unsupported(f"{missing}: this NIC was built without it (build {self.build.name!r}, CAPS "
                                   f"{self.caps:#010x}: codecs {', '.join(c.name for c in sorted(self.build.codecs))}; "
