@@ -51,6 +51,12 @@ NIC_BLOCKS = {"comp": "compressor", "dec0": "decompressor (each of two)", "engin
               "rx_route": "receive route FIFO"}
 
 
+#: the 8-port switch's blocks (hdl/switch/aggregation_switch.py; port 0's stand for the eight)
+SWITCH_BLOCKS = {"switch.engine0": "aggregation engine (each of 8)", "switch.in0": "ingress (each of 8)",
+                 "switch.out0": "egress (each of 8)", "switch.forward": "forwarding queues",
+                 "switch.xbar": "packet crossbar", "regs": "register block"}
+
+
 def _cell(name) -> str:
     """A register's name in nextpnr's report without the cell and pin nextpnr appends."""
     return re.sub(r"(_TRELLIS_FF_Q|_TRELLIS|\$DPRAM|\$CCU2|_LUT4|_CCU2C|\.storage).*$", "", name or "").lstrip("\\")
@@ -60,6 +66,8 @@ def _ecp5_label(key: str) -> str:
     top, _, block = key.partition(":")
     if not block:
         return f"{TOPS.get(top, top)}, whole"
+    if top.startswith("switch"):
+        return f"switch: {SWITCH_BLOCKS.get(block, block)} (`{block}`)"
     short = block.rpartition(".")[2]
     return f"{NIC_BLOCKS.get(short, short)} (`{short}`)"
 
@@ -184,8 +192,11 @@ def readme_figures() -> str:
     r8, r0 = ring["n4_bfp8_L1048576_w512"], ring["n4_none_L1048576_w512"]
     w8, w0 = ring["n4_bfp8_L1048576_w1024"], ring["n4_none_L1048576_w1024"]
     xil, ecp = rep["synth_xilinx"], rep["ecp5"]
-    fmax = {g: sorted(e["speed"][g]["fmax_mhz"] for k, e in ecp.items()
-                      if ":" in k and e.get("speed", {}).get(g, {}).get("fmax_mhz")) for g in ("8", "6")}
+    def fmax_of(top):       # the Fmax of the blocks of one top, per speed grade, slowest first
+        return {g: sorted(e["speed"][g]["fmax_mhz"] for k, e in ecp.items()
+                          if k.startswith(f"{top}:") and e.get("speed", {}).get(g, {}).get("fmax_mhz"))
+                for g in ("8", "6")}
+    fmax, sw_fmax = fmax_of("nic_w64"), fmax_of("switch_p8_w64")
     nic64 = ecp.get("nic_w64", {}).get("lut4", {})
     eff = lambda key: min(ring[f"n{n}_{c}_L1048576_w512"]["binding_efficiency"]  # noqa: E731
                           for n in (4, 8) for c in ("none", "fp16", "bf16", "bfp8", "bfp4") if (n == 4) == key)
@@ -215,6 +226,10 @@ def readme_figures() -> str:
          f"grade 6), against the {clock} MHz every time above assumes"
          + (f"; the whole W = 64 NIC needs {nic64['used']:,} LUT4s of {nic64['available']:,}" if nic64 else "")),
     ]
+    if sw_fmax["8"]:
+        rows.append(("the same for each block of the 8-port switch (W = 64)",
+                     f"{sw_fmax['8'][0]} – {sw_fmax['8'][-1]} MHz at speed grade 8 ({sw_fmax['6'][0]} – "
+                     f"{sw_fmax['6'][-1]} at grade 6)"))
     out = ["| | measured |", "|---|---|"] + [f"| {a} | {v} |" for a, v in rows]
     out.append("")
     out.append(f"Sources: `results/bench.json` (`make bench`, commit {b['meta']['commit']}), `results/report.json` "

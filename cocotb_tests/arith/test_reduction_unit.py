@@ -1,4 +1,5 @@
-"""Reduction unit: fp32 and int32 element-wise sums against host_driver.models.numerics, bit for bit."""
+"""Reduction unit: fp32 and int32 element-wise sums against host_driver.models.numerics, bit for bit (also on
+its ECP5 gate-level netlist)."""
 
 import os
 
@@ -127,6 +128,13 @@ async def throughput(dut):
 def test_reduction_unit(sim, width):
     from host_driver.sim.runner import run
     run(sim, TOP, width, __name__)
+
+
+@pytest.mark.heavy(40)
+def test_reduction_unit_gate_level():
+    """The same tests on the synthesised netlist (synth_ecp5, W = 64), bit for bit."""
+    from cocotb_tests.gate_level import run_gate_level
+    run_gate_level(TOP, __name__)
 
 
 def test_scoreboard_catches_one_wrong_bit():

@@ -23,6 +23,37 @@ AccElem = data.StructLayout({
 })
 
 
+#: a term made ready to add (:func:`exact_term`): its magnitude shifted within its limb pair (``wide``), the
+#: pair's first limb ``k``, its sign, and what it holds of the special values
+ExactTerm = data.StructLayout({"wide": 64, "k": 3, "sign": 1, "nan": 1, "pos_inf": 1, "neg_inf": 1,
+                               "neg_zero": 1})
+
+
+def exact_term(m, term, is_int, name="term"):
+    """``term`` (binary32, or int32 with ``is_int``) as an :data:`ExactTerm`: everything of the addition that
+    does not need the running sum (the magnitude, its alignment shift, the limb), so that a pipeline can
+    register it while the sum is read."""
+    x = term
+    sign = x[31]
+    e, frac = x[23:31], x[:23]
+    special = ~is_int & (e == 0xFF)
+    mag = Signal(32, name=f"{name}_mag")
+    t = Signal(8, name=f"{name}_t")
+    with m.If(is_int):
+        m.d.comb += [mag.eq(Mux(sign, -x, x)), t.eq(INT_POINT)]
+    with m.Else():
+        m.d.comb += [mag.eq(Mux(special, 0, Cat(frac, e != 0))), t.eq(Mux(e == 0, 0, e - 1))]
+    out = Signal(ExactTerm, name=name)
+    m.d.comb += [
+        out.wide.eq(mag << t[:5]), out.k.eq(t[5:]), out.sign.eq(sign),
+        out.nan.eq(special & (frac != 0)),
+        out.pos_inf.eq(special & (frac == 0) & ~sign),
+        out.neg_inf.eq(special & (frac == 0) & sign),
+        out.neg_zero.eq(~is_int & (x == 0x80000000)),
+    ]
+    return out
+
+
 class ExactAdderLane(wiring.Component):
     """``sum = acc + term``, exactly: ``term`` (binary32, or int32 with ``is_int``) is added to the running
     sum ``acc`` with no rounding at all; with ``fresh`` the sum starts from the term alone (``acc`` is not
@@ -33,41 +64,32 @@ class ExactAdderLane(wiring.Component):
       split at bit 32, added or subtracted by its sign. Limbs are redundant (signed, 5 bits of headroom)
       so no carry ever crosses a limb here: up to 16 terms fit.
     * NaN and infinities are flags beside the sum; a NaN term adds nothing else.
-    * Combinational (latency 0): the engine registers around it. Together with the rounder it is
-      bit-exact with ``host_driver.models.numerics.exact_sum_f32`` and ``sum_i32``.
+    * Combinational (latency 0): the engine registers around it. With ``prepared``, ``term`` is an
+      :data:`ExactTerm` that the pipeline made (and registered) a stage earlier with :func:`exact_term`,
+      and there is no ``is_int``. Together with the rounder it is bit-exact with
+      ``host_driver.models.numerics.exact_sum_f32`` and ``sum_i32``.
     """
 
-    acc: In(AccElem)
-    term: In(32)
-    is_int: In(1)
-    fresh: In(1)
-    sum: Out(AccElem)
+    def __init__(self, prepared: bool = False):
+        self.prepared = prepared
+        members = {"acc": In(AccElem), "term": In(ExactTerm if prepared else 32), "fresh": In(1),
+                   "sum": Out(AccElem)}
+        if not prepared:
+            members["is_int"] = In(1)
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
-        x = self.term
-        sign = x[31]
-        e, frac = x[23:31], x[:23]
-        special = ~self.is_int & (e == 0xFF)
-        mag = Signal(32)
-        t = Signal(8)
-        with m.If(self.is_int):
-            m.d.comb += [mag.eq(Mux(sign, -x, x)), t.eq(INT_POINT)]
-        with m.Else():
-            m.d.comb += [mag.eq(Mux(special, 0, Cat(frac, e != 0))), t.eq(Mux(e == 0, 0, e - 1))]
-        wide = Signal(64)
-        m.d.comb += wide.eq(mag << t[:5])
-        k = t[5:]
+        x = self.term if self.prepared else exact_term(m, self.term, self.is_int)
         base = Signal(AccElem)
         m.d.comb += base.eq(Mux(self.fresh, 0, self.acc))
         for j in range(LIMBS):
-            part = Mux(k == j, wide[:32], Mux(k + 1 == j, wide[32:], 0))
-            m.d.comb += self.sum.limbs[j].eq(Mux(sign, base.limbs[j] - part, base.limbs[j] + part))
-        neg_zero = ~self.is_int & (x == 0x80000000)
+            part = Mux(x.k == j, x.wide[:32], Mux(x.k + 1 == j, x.wide[32:], 0))
+            m.d.comb += self.sum.limbs[j].eq(Mux(x.sign, base.limbs[j] - part, base.limbs[j] + part))
         m.d.comb += [
-            self.sum.nan.eq(base.nan | (special & (frac != 0))),
-            self.sum.pos_inf.eq(base.pos_inf | (special & (frac == 0) & ~sign)),
-            self.sum.neg_inf.eq(base.neg_inf | (special & (frac == 0) & sign)),
-            self.sum.neg_zero.eq(Mux(self.fresh, 1, base.neg_zero) & neg_zero),
+            self.sum.nan.eq(base.nan | x.nan),
+            self.sum.pos_inf.eq(base.pos_inf | x.pos_inf),
+            self.sum.neg_inf.eq(base.neg_inf | x.neg_inf),
+            self.sum.neg_zero.eq(Mux(self.fresh, 1, base.neg_zero) & x.neg_zero),
         ]
         return m

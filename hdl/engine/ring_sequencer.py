@@ -77,8 +77,10 @@ class RingSequencer(wiring.Component):
             m.d.comb += npk.eq(pl.chunk_packets)
         with m.Elif(chunk == pl.full_chunks):
             m.d.comb += npk.eq(pl.rest_packets)
-        kk = k.as_signed()
-        valid = (kk >= 0) & (k[:32] < npk)
+        # valid: 0 <= k < npk, with k against both packet counts at once and the chunk choosing after
+        # (the compares do not wait for npk's multiplexer)
+        in_full, in_rest = (k[:32] < pl.chunk_packets), (k[:32] < pl.rest_packets)
+        valid = ~k[32] & Mux(chunk < pl.full_chunks, in_full, (chunk == pl.full_chunks) & in_rest)
         kind = Signal(3)
         with m.If(p == 0):
             m.d.comb += kind.eq(PhaseKind.send)

@@ -325,8 +325,12 @@ class SwitchClient(wiring.Component):
         # the byte counters add a frame's bytes the cycle after it goes (its size from registers)
         tx_add = Signal(32)
         m.d.sync += [tx_add.eq(0), self.net.tx_bytes.eq(self.net.tx_bytes + tx_add)]
+        # whether the frame leaving is still its slot's packet in flight, kept in a register as the issue
+        # stage's is (only a result for its slot ends that), so that its last beat writes the timer at once
+        leaving_current = Signal()
+        m.d.sync += leaving_current.eq(leaving_current & ~result_for(leaving.slot))
         with m.If(self.tx_meta.valid & self.tx_meta.ready):
-            m.d.sync += [leaving.eq(out), sending.eq(1),
+            m.d.sync += [leaving.eq(out), sending.eq(1), leaving_current.eq(current(out) & ~result_for(out.slot)),
                          leave_wait.eq(cfg.timeout << Mux(out.resends > cfg.backoff_max, cfg.backoff_max, out.resends))]
             m.d.sync += [self.net.tx_frames.eq(self.net.tx_frames + 1),
                          tx_add.eq(FRAME_HEADER_BYTES + payload_bytes(m, cfg.codec, hdr.count, "tx_plen")),
@@ -335,7 +339,7 @@ class SwitchClient(wiring.Component):
         with m.If(tp.tvalid & tp.tready & tp.tlast):
             m.d.sync += sending.eq(0)
             ls = leaving.slot
-            with m.If(current(leaving)):
+            with m.If(leaving_current):
                 m.d.comb += [due_w.en.eq(1), due_w.addr.eq(ls), due_w.data.eq(now + leave_wait)]
                 m.d.sync += queued.bit_select(ls, 1).eq(0)
 

@@ -192,6 +192,37 @@ def ecp5_fmax(source: Path, top: str, workdir: Path, targets: dict = None, goal_
     return entry
 
 
+def ecp5_cell_models() -> Path:
+    """Yosys' simulation models of the ECP5 cells (``cells_sim.v``: LUT4, CCU2C, TRELLIS_FF, DP16KD, ...);
+    the file includes others of its directory (a simulator needs that directory on its include path)."""
+    path = Path(require("yosys")).resolve().parent.parent / "share" / "yosys" / "ecp5" / "cells_sim.v"
+    if not path.exists():
+        raise RuntimeError(f"Yosys' ECP5 cell models not found ({path}): run `make setup`")
+    return path
+
+
+def ecp5_netlist(source: Path, top: str, workdir: Path) -> Path:
+    """The gate-level Verilog of ``top`` after the same ``synth_ecp5 -abc9`` as :func:`ecp5_fmax` (LUT4s,
+    carry chains, flip-flops and block RAMs of the ECP5, instances of :func:`ecp5_cell_models`), with the
+    top's ports as they were: what a simulation checks against the golden model, so that a synthesis or
+    mapping bug fails a test. Kept in ``workdir`` while the source, the script and Yosys are the same."""
+    source = Path(source)
+    workdir.mkdir(parents=True, exist_ok=True)
+    stem = top.replace("$", "_")
+    out = workdir / f"{stem}.gates.v"
+    script = _SYNTH_ECP5.format(read="read_rtlil" if source.suffix == ".il" else "read_verilog", src=source,
+                                top=top, json=workdir / f"{stem}.gates.json", stat=workdir / f"{stem}.gates.stat")
+    script += f"; write_verilog -noattr {out}"
+    key = hashlib.sha256(source.read_bytes() + script.encode() + yosys_version().encode()).hexdigest()[:16]
+    stamp = workdir / f"{stem}.gates.key"
+    if not (out.exists() and stamp.exists() and stamp.read_text() == key):
+        res = subprocess.run([require("yosys"), "-q", "-p", script], capture_output=True, text=True)
+        if res.returncode:
+            raise RuntimeError(f"yosys synth_ecp5 failed for {top}:\n{res.stdout[-3000:]}{res.stderr[-3000:]}")
+        stamp.write_text(key)
+    return out
+
+
 def critical_path(log: str) -> dict:
     """The first critical path of nextpnr's timing report: its clock, where it starts and ends, the
     nanoseconds of logic and of routing."""

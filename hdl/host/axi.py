@@ -13,7 +13,7 @@ from amaranth.lib.wiring import In, Out
 from contract.enums import AxiResp
 
 __all__ = ["AxiSignature", "AxiLiteSignature", "BURST_INCR", "RESP_OKAY", "RESP_EXOKAY", "RESP_SLVERR", "RESP_DECERR",
-           "PAGE_BYTES", "max_burst_beats", "burst_beats"]
+           "PAGE_BYTES", "max_burst_beats", "burst_len"]
 
 BURST_INCR = 1
 RESP_OKAY, RESP_EXOKAY, RESP_SLVERR, RESP_DECERR = AxiResp
@@ -63,14 +63,20 @@ def max_burst_beats(width: int) -> int:
     return min(256, PAGE_BYTES // (width // 8))
 
 
-def burst_beats(m, addr, remaining, width: int, name: str):
-    """Beats of the next burst from bus-aligned ``addr`` with ``remaining`` beats to go: as many as fit
-    before the next 4 KiB boundary, at most :func:`max_burst_beats`."""
+def burst_len(m, addr, remaining_m1, width: int, name: str):
+    """The next burst from bus-aligned ``addr`` with ``remaining_m1`` + 1 beats to go, as AxLEN (beats - 1):
+    as many beats as fit before the next 4 KiB boundary, at most :func:`max_burst_beats`; and whether it is
+    the last (all the remaining beats fit). In the minus-one form throughout, so that no subtraction follows
+    the choices: the beats to the page's end less one are the complement of the beat index in the page."""
     shift = (width // 8).bit_length() - 1
     cap = max_burst_beats(width)
-    to_page = Signal(range(PAGE_BYTES // (width // 8) + 1), name=f"{name}_to_page")
-    m.d.comb += to_page.eq((PAGE_BYTES - addr[:12]) >> shift)
-    limit = Mux(to_page < cap, to_page, cap)
-    beats = Signal(range(cap + 1), name=name)
-    m.d.comb += beats.eq(Mux(remaining < limit, remaining, limit))
-    return beats
+    in_page = addr[shift:12]
+    to_page_m1 = Signal(len(in_page), name=f"{name}_to_page_m1")
+    m.d.comb += to_page_m1.eq(~in_page)
+    limit_m1 = Signal(range(cap), name=f"{name}_limit_m1")
+    m.d.comb += limit_m1.eq(Mux(to_page_m1 < cap - 1, to_page_m1, cap - 1))
+    # remaining <= limit, with the high bits of ``remaining_m1`` beside the compare of its low ones
+    fits = (remaining_m1[len(in_page):] == 0) & (remaining_m1[:len(in_page)] <= limit_m1)
+    length = Signal(8, name=name)
+    m.d.comb += length.eq(Mux(fits, remaining_m1, limit_m1))
+    return length, fits

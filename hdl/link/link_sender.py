@@ -1,6 +1,6 @@
 """The sending end of a ring link: psn, credits, the retransmission buffer and go-back-N."""
 
-from amaranth import C, Module, Mux, Signal
+from amaranth import Array, C, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -169,13 +169,17 @@ class LinkSender(wiring.Component):
         # -- the timer, back-off and rewinds -----------------------------------------------------------------------
         backoff = Signal(3)
         timer = Signal(40)
-        wait = Signal(40)
-        m.d.comb += wait.eq(self.cfg.timeout << Mux(backoff > self.cfg.backoff_max, self.cfg.backoff_max, backoff))
+        # timer >= timeout << b is timer >> b >= timeout: a compare for each back-off beside the others, the
+        # back-off choosing among them (no shifter between the timer and its reset)
+        b = Signal(3)
+        m.d.comb += b.eq(Mux(backoff > self.cfg.backoff_max, self.cfg.backoff_max, backoff))
+        waited = Signal()
+        m.d.comb += waited.eq(Array([timer[i:] >= self.cfg.timeout for i in range(8)])[b])
         replaying = again
         outstanding = una != high
         # waiting for credit with nothing outstanding and nothing to send: the ack that gave credit may be lost
         starved = ~outstanding & (tx == written) & new.valid & ~gate.ok & (high != 0)
-        expire = (outstanding | starved) & ~replaying & ~progress & (timer >= wait)
+        expire = (outstanding | starved) & ~replaying & ~progress & waited
         nack_rewind = in_window & a.nack & ~replaying & (a.psn != high)
         with m.If(progress):
             m.d.sync += backoff.eq(0)
@@ -190,13 +194,14 @@ class LinkSender(wiring.Component):
                          backoff.eq(Mux(backoff == 7, 7, backoff + 1))]
         with m.Elif(nack_rewind):
             m.d.sync += probing.eq(0)
-        tx_next = Signal(32)
-        m.d.comb += tx_next.eq(tx + sent)
+        # (the sums from tx alone, beside the late ``sent``: a.psn >= tx + sent is a.psn - tx >= sent)
+        tx_plus1, past_tx, tx_next = Signal(32), Signal(32), Signal(32)
+        m.d.comb += [tx_plus1.eq(tx + 1), past_tx.eq(a.psn - tx), tx_next.eq(Mux(sent, tx_plus1, tx))]
         with m.If(expire):
             m.d.sync += tx.eq(Mux(outstanding, una, high - 1))
         with m.Elif(nack_rewind):
             m.d.sync += tx.eq(a.psn)
-        with m.Elif(in_window & ((a.psn - tx_next)[31] == 0)):
+        with m.Elif(in_window & ~past_tx[31] & ~(sent & (past_tx == 0))):
             m.d.sync += tx.eq(a.psn)            # (during a replay) the receiver has these: skip them
         with m.Else():
             m.d.sync += tx.eq(tx_next)

@@ -26,6 +26,14 @@ from hdl.codec.wire_size import payload_bytes
 from hdl.packet.headers import AinicHeader, FrameHeader, ipv4_checksum_ok, network_order
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
 
+#: the checks of the ring link's sequence (the last three)
+SEQ_CHECKS = (DropReason.link_down, DropReason.duplicate, DropReason.out_of_order)
+
+#: the checks that the frame header alone decides (the receive parser's first verdict stage), in
+#: ``DropReason`` order
+HEADER_CHECKS = [r for r in DropReason if r not in (
+    DropReason.mac_error, DropReason.runt, DropReason.oversize, DropReason.ip_length, *SEQ_CHECKS)]
+
 #: ``m_meta``'s record: the accepted frame's ainic header and the sender's IPv4 address
 RxMeta = data.StructLayout({"ainic": AinicHeader, "src_ip": 32})
 
@@ -107,7 +115,7 @@ class RxParser(wiring.Component):
         written = Signal(ptr_bits)                      # payload beats written for this frame
         capped = written >= self.payload_cap
 
-        # the verdict runs the cycle after the last beat, from registers
+        # the verdict runs the cycle after the last beat, from registers (see the verdict's stages)
         pending = Signal()
         flush = Signal()
         flush_data = Signal(8 * (B - o))
@@ -155,46 +163,54 @@ class RxParser(wiring.Component):
                     written.eq(0),
                 ]
 
-        # -- verdict ------------------------------------------------------------------------------------
+        # -- verdict, in two stages ----------------------------------------------------------------------
+        # 1. with every beat taken, the checks of the header alone, from the header as it is with this beat
+        #    in (``hdr_next``): registered, so that they hold the whole header's the cycle after its last beat
+        hdr_next = Signal.like(hdr)
+        for i in range(K):
+            m.d.comb += hdr_next[8 * B * i:8 * B * (i + 1)].eq(
+                Mux(beat == i, s.tdata, hdr[8 * B * i:8 * B * (i + 1)]))
+        # the IPv4 checksum (the deepest check) from the registered header, a cycle behind, where the IPv4
+        # header ends before the last header beat: then it is whole by the cycle of the frame's last beat
+        # (a frame shorter than the header is a runt, or of another ethertype: the checksum does not decide)
         ip_at, udp_at = ETH_BYTES, ETH_BYTES + IPV4_BYTES
-        csum_ok = ipv4_checksum_ok(m, hdr[8 * ip_at:8 * udp_at])
-        a, ip, udp, eth = h.ainic, h.ipv4, h.udp, h.eth
-        payload_len = Signal(17)
-        m.d.comb += payload_len.eq(f_len - FRAME_HEADER_BYTES)
-        need = payload_bytes(m, a.codec, a.count)
-        data_op = Cat(*[a.opcode == op for op in DATA_OPCODES]).any()
+        early_csum = (udp_at - 1) // B < K - 1
+        hf, exp_ip_len, exp_len = self._header_checks(m, hdr_next, checksum=not early_csum)
+        hf_r = Signal.like(hf)
+        exp_ip_len_r, exp_len_r = Signal.like(exp_ip_len), Signal.like(exp_len)
+        with m.If(take):
+            m.d.sync += [hf_r.eq(hf), exp_ip_len_r.eq(exp_ip_len), exp_len_r.eq(exp_len)]
+        # 2. the cycle after the last beat: the frame's length, MAC error and sequence beside them
         R = DropReason
-        fails = {
+        fails = {r: hf_r[i] for i, r in enumerate(HEADER_CHECKS)}
+        if early_csum:
+            csum_ok = Signal()
+            m.d.sync += csum_ok.eq(ipv4_checksum_ok(m, hdr[8 * ip_at:8 * udp_at]))
+            fails[R.ip_checksum] = ~csum_ok
+        fails.update({
             R.mac_error: f_err,
-            R.runt: (f_len < ETH_BYTES) | ((eth.ethertype == ETHERTYPE_IPV4) & (f_len < FRAME_HEADER_BYTES)),
+            R.runt: (f_len < ETH_BYTES) | (~hf_r[HEADER_CHECKS.index(R.ethertype)] & (f_len < FRAME_HEADER_BYTES)),
             R.oversize: f_len > MAX_FRAME_BYTES,
-            R.not_for_us: (eth.dst != self.cfg_mac) & (eth.dst != 0xFFFFFFFFFFFF),
-            R.ethertype: eth.ethertype != ETHERTYPE_IPV4,
-            R.ip_version_ihl: (ip.version != 4) | (ip.ihl != 5),
-            R.ip_checksum: ~csum_ok,
-            R.ip_length: ip.total_length != f_len - ETH_BYTES,
-            R.ip_fragment: ip.flags[0] | (ip.frag_offset != 0),
-            R.ip_protocol: ip.protocol != IP_PROTOCOL_UDP,
-            R.ip_dst: ip.dst != self.cfg_ip,
-            R.udp_port: udp.dport != self.cfg_udp_port,
-            R.udp_length: udp.length != ip.total_length - IPV4_BYTES,
-            R.version: a.version != VERSION,
-            R.opcode: a.opcode > max(FrameOpcode),
-            R.codec_dtype: (a.codec > max(Codec)) | (a.dtype > max(Dtype))
-                           | ((a.dtype == Dtype.int32) & (a.codec != Codec.none)),
-            R.count: Mux(data_op, (a.count == 0) | (a.count > MAX_P) | (payload_len != need), payload_len != 0),
-            R.dst_rank: a.dst_rank != self.cfg_rank,
+            R.ip_length: f_len != exp_ip_len_r,
+            R.count: hf_r[HEADER_CHECKS.index(R.count)] | (f_len != exp_len_r),
             R.link_down: seq.ring & self.seq_block,
             R.duplicate: seq.ring & seq.older,
             R.out_of_order: seq.ring & seq.newer,
-        }
-        assert list(fails) == list(DropReason)
-        reason = Signal(range(len(DropReason) + 1))
-        m.d.comb += reason.eq(len(DropReason))           # none: accepted
-        for r in reversed(DropReason):
-            with m.If(fails[r]):
-                m.d.comb += reason.eq(r)
-        accept = reason == len(DropReason)
+        })
+        fails = {r: fails[r] for r in DropReason}
+        fail_bits = Cat(*fails.values())
+        # (the sequence's part of it from the equality, not the subtraction that tells older from newer)
+        accept = ~Cat(*[v for r, v in fails.items() if r not in SEQ_CHECKS]).any() & ~seq.bad
+        # the seq pulses: a drop for duplicate or out_of_order is one that no earlier check claims
+        before_seq = Cat(*[v for r, v in fails.items() if r < R.duplicate]).any()
+        # the drop's reason (the first failing check) is counted a cycle later
+        drop, drop_bits = Signal(), Signal.like(fail_bits)
+        m.d.sync += [drop.eq(0), drop_bits.eq(fail_bits)]
+        with m.If(drop):
+            for i in range(len(DropReason)):
+                with m.If(drop_bits[i] & ~drop_bits[:i].any()):
+                    m.d.sync += self.stat_drops[i].eq(self.stat_drops[i] + 1)
+        ip = h.ipv4
 
         record = Signal(RxMeta)
         m.d.comb += [
@@ -203,8 +219,9 @@ class RxParser(wiring.Component):
             meta.w_data.eq(record),
         ]
         with m.If(pending):
-            m.d.comb += [self.seq_accepted.eq(accept & seq.ring), self.seq_duplicate.eq(reason == R.duplicate),
-                         self.seq_out_of_order.eq(reason == R.out_of_order)]
+            m.d.comb += [self.seq_accepted.eq(accept & seq.ring),
+                         self.seq_duplicate.eq(~before_seq & seq.ring & seq.older),
+                         self.seq_out_of_order.eq(~before_seq & seq.ring & seq.newer)]
             with m.If(flush & ~seq.bad):
                 m.d.comb += [wr_en.eq(1), wr_data.eq(Cat(flush_data, C(0, 8 * o),
                                                          Cat(*[Mux(i < flush_keep, 1, 0) for i in range(B)]), 1))]
@@ -213,10 +230,7 @@ class RxParser(wiring.Component):
                              self.stat_accepted.eq(self.stat_accepted + 1)]
                 m.d.comb += meta.w_en.eq(1)
             with m.Else():
-                m.d.sync += wr_ptr.eq(commit)
-                for i in range(len(DropReason)):
-                    with m.If(reason == i):
-                        m.d.sync += self.stat_drops[i].eq(self.stat_drops[i] + 1)
+                m.d.sync += [wr_ptr.eq(commit), drop.eq(1)]
 
         # -- output side ---------------------------------------------------------------------------------
         out = self.m_axis
@@ -238,6 +252,39 @@ class RxParser(wiring.Component):
         ]
         return m
 
+    def _header_checks(self, m, bus, checksum=True):
+        """The checks of :data:`HEADER_CHECKS` on the frame header ``bus`` (bus order), one bit each (the IPv4
+        checksum's 0 unless ``checksum``), and what
+        the frame's length must be: ``ip.total_length`` + the Ethernet header, and the whole header + the
+        payload that ``count`` elements of ``codec`` need (a data frame; else the header alone)."""
+        h = data.View(FrameHeader, network_order(bus[:8 * FRAME_HEADER_BYTES], FRAME_HEADER_BYTES))
+        a, ip, udp, eth = h.ainic, h.ipv4, h.udp, h.eth
+        ip_at, udp_at = ETH_BYTES, ETH_BYTES + IPV4_BYTES
+        data_op = Cat(*[a.opcode == op for op in DATA_OPCODES]).any()
+        R = DropReason
+        checks = {
+            R.not_for_us: (eth.dst != self.cfg_mac) & (eth.dst != 0xFFFFFFFFFFFF),
+            R.ethertype: eth.ethertype != ETHERTYPE_IPV4,
+            R.ip_version_ihl: (ip.version != 4) | (ip.ihl != 5),
+            R.ip_checksum: ~ipv4_checksum_ok(m, bus[8 * ip_at:8 * udp_at]) if checksum else C(0, 1),
+            R.ip_fragment: ip.flags[0] | (ip.frag_offset != 0),
+            R.ip_protocol: ip.protocol != IP_PROTOCOL_UDP,
+            R.ip_dst: ip.dst != self.cfg_ip,
+            R.udp_port: udp.dport != self.cfg_udp_port,
+            R.udp_length: udp.length != ip.total_length - IPV4_BYTES,
+            R.version: a.version != VERSION,
+            R.opcode: a.opcode > max(FrameOpcode),
+            R.codec_dtype: (a.codec > max(Codec)) | (a.dtype > max(Dtype))
+                           | ((a.dtype == Dtype.int32) & (a.codec != Codec.none)),
+            R.count: data_op & ((a.count == 0) | (a.count > MAX_P)),    # (+ the length: stage 2)
+            R.dst_rank: a.dst_rank != self.cfg_rank,
+        }
+        assert list(checks) == HEADER_CHECKS
+        exp_ip_len, exp_len = Signal(17), Signal(20)
+        m.d.comb += [exp_ip_len.eq(ip.total_length + ETH_BYTES),
+                     exp_len.eq(FRAME_HEADER_BYTES + Mux(data_op, payload_bytes(m, a.codec, a.count), 0))]
+        return Cat(*checks.values()), exp_ip_len, exp_len
+
     def _sequence(self, m, a):
         """The sequence check of the header ``a`` (the reliable link's receive rule): ``ring`` (a data or
         result frame while ``seq_enable``), ``older``/``newer`` than ``seq_expect``, ``bad`` (any reason to
@@ -248,6 +295,6 @@ class RxParser(wiring.Component):
             ring.eq(self.seq_enable & ((a.opcode == FrameOpcode.data) | (a.opcode == FrameOpcode.result))),
             diff.eq(a.psn - self.seq_expect),
             older.eq(diff[31]), newer.eq(~diff[31] & (diff != 0)),
-            bad.eq(ring & (self.seq_block | older | newer)),
+            bad.eq(ring & (self.seq_block | (a.psn != self.seq_expect))),     # (older or newer: an equality)
         ]
         return SimpleNamespace(ring=ring, older=older, newer=newer, bad=bad)

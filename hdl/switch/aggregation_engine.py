@@ -10,7 +10,7 @@ from amaranth.lib.wiring import In, Out
 from contract.enums import AggDrop, Codec, Dtype
 from contract.in_network import MAX_JOB_WORKERS
 from contract.protocol import MAX_P
-from hdl.arith.exact_adder import AccElem, ExactAdderLane
+from hdl.arith.exact_adder import AccElem, ExactAdderLane, ExactTerm, exact_term
 from hdl.arith.exact_rounder import ExactRounderLane
 from hdl.codec.compressor import Compressor
 from hdl.stream.axis import AxiStreamSignature, check_width
@@ -221,17 +221,23 @@ class AggregationEngine(wiring.Component):
         with m.If(take):
             m.d.sync += b.eq(b + 1)
         p_valid = Signal()
-        p_data, p_keep, p_last = Signal(W), Signal(B), Signal()
+        p_keep, p_last = Signal(B), Signal()
         p_addr = Signal(range(sets * beats))
-        m.d.sync += [p_valid.eq(take), p_data.eq(s.tdata), p_keep.eq(s.tkeep), p_last.eq(s.tlast),
-                     p_addr.eq(base + b)]
+        m.d.sync += [p_valid.eq(take), p_keep.eq(s.tkeep), p_last.eq(s.tlast), p_addr.eq(base + b)]
+        # the terms are made ready to add (aligned to their limbs) while their sums are read
+        p_terms = []
+        for i in range(lanes):
+            term = exact_term(m, Mux(s.tkeep[4 * i], s.tdata[32 * i:32 * (i + 1)], 0), is_int, f"term{i}")
+            p_term = Signal(ExactTerm, name=f"p_term{i}")
+            m.d.sync += p_term.eq(term)
+            p_terms.append(p_term)
         acc_in = data.View(acc_word, acc_r.data)
         summed = Signal(acc_word)
         to_round = Signal(acc_word)
         for i in range(lanes):
-            m.submodules[f"add{i}"] = add = ExactAdderLane()
-            m.d.comb += [add.acc.eq(acc_in[i]), add.term.eq(Mux(p_keep[4 * i], p_data[32 * i:32 * (i + 1)], 0)),
-                         add.is_int.eq(is_int), add.fresh.eq(mode_fresh | ~mode_read), summed[i].eq(add.sum)]
+            m.submodules[f"add{i}"] = add = ExactAdderLane(prepared=True)
+            m.d.comb += [add.acc.eq(acc_in[i]), add.term.eq(p_terms[i]),
+                         add.fresh.eq(mode_fresh | ~mode_read), summed[i].eq(add.sum)]
         m.d.comb += [to_round.eq(Mux(mode_write, summed, acc_in)),
                      acc_w.addr.eq(p_addr), acc_w.data.eq(summed), acc_w.en.eq(p_valid & mode_write)]
 

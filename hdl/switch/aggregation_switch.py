@@ -115,7 +115,7 @@ class AggregationSwitch(wiring.Component):
         N, K, W = self.ports, self.engines, self.width
         shift = (K - 1).bit_length()
         st = self.stats
-        m.submodules.forward = fwd = EthernetSwitch(N, W, user_width=1)
+        m.submodules.forward = fwd = EthernetSwitch(N, W, user_width=1, registered=True)
         m.d.comb += st.unknown_mac.eq(fwd.stat_unknown)
         m.submodules.xbar = xbar = PacketCrossbar(N, K, Contribution, W)
         ingress, egress, engines = [], [], []

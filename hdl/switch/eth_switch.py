@@ -6,6 +6,7 @@ from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.stream.axis import AxiStreamSignature, check_width
+from hdl.stream.register_slice import skid_buffer
 from hdl.stream.round_robin import round_robin
 
 
@@ -26,9 +27,14 @@ class EthernetSwitch(wiring.Component):
       back-to-back frames from one input pass at one beat per cycle. An input waiting for a busy output
       waits (backpressure), so nothing is lost.
     * With ``user_width``, ``tuser`` travels with every beat (a MAC error marked on a frame stays on it).
+    * With ``registered``, every input passes a register slice that carries the beat's output port beside it
+      (a cycle of latency): the arbitration starts from flip-flops, not from the MAC compares of the input
+      beat (the aggregation switch's forwarding path; the cluster harness's fabric stays a wire).
+    * ``stat_unknown`` counts a cycle after the frame's last beat.
     """
 
-    def __init__(self, ports: int, width: int = 512, queue_depth: int = 64, user_width: int = 0):
+    def __init__(self, ports: int, width: int = 512, queue_depth: int = 64, user_width: int = 0,
+                 registered: bool = False):
         if not 2 <= ports <= 32:
             self._MustUse__silence = True
             raise ValueError(f"ports must be in 2 .. 32, got {ports}")
@@ -36,6 +42,7 @@ class EthernetSwitch(wiring.Component):
         self.width = check_width(width, self)
         self.queue_depth = queue_depth
         self.user_width = user_width
+        self.registered = registered
         members = {"cfg_mac": In(data.ArrayLayout(48, ports)), "stat_unknown": Out(32)}
         for i in range(ports):
             members[f"s_axis_{i}"] = In(AxiStreamSignature(width, user_width))
@@ -45,27 +52,36 @@ class EthernetSwitch(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         N, W, B = self.ports, self.width, self.width // 8
-        ins = [getattr(self, f"s_axis_{i}") for i in range(N)]
+        ports_in = [getattr(self, f"s_axis_{i}") for i in range(N)]
         outs = [getattr(self, f"m_axis_{j}") for j in range(N)]
+        fields = ["tdata", "tkeep", "tlast"] + (["tuser"] if self.user_width else [])
 
         # -- input side: where each input's current frame goes -------------------------------------------
-        in_frame = [Signal(name=f"in_frame_{i}") for i in range(N)]     # past the first beat
-        held = [Signal(N, name=f"held_route_{i}") for i in range(N)]    # one-hot, latched at the first beat
-        route = [Signal(N, name=f"route_{i}") for i in range(N)]
-        for i, s in enumerate(ins):
+        ins, route = [], [Signal(N, name=f"route_{i}") for i in range(N)]
+        for i, s in enumerate(ports_in):
+            in_frame = Signal(name=f"in_frame_{i}")                     # past the first beat
+            held = Signal(N, name=f"held_route_{i}")                     # one-hot, latched at the first beat
             mac = _dst_mac(s.tdata)
             match = Cat(*[mac == self.cfg_mac[j] for j in range(N)])
-            m.d.comb += route[i].eq(Mux(in_frame[i], held[i], match))
+            beat_route = Mux(in_frame, held, match)
             with m.If(s.tvalid & s.tready):
-                m.d.sync += in_frame[i].eq(~s.tlast)
-                with m.If(~in_frame[i]):
-                    m.d.sync += held[i].eq(match)
+                m.d.sync += in_frame.eq(~s.tlast)
+                with m.If(~in_frame):
+                    m.d.sync += held.eq(match)
+            if self.registered:                 # the beat and its route through a register slice
+                r = AxiStreamSignature(W, self.user_width).flip().create(path=(f"in_{i}",))
+                skid_buffer(m, f"in_{i}", s.tvalid, s.tready, r.tvalid, r.tready,
+                            [(getattr(s, f), getattr(r, f)) for f in fields] + [(beat_route, route[i])])
+                ins.append(r)
+            else:
+                m.d.comb += route[i].eq(beat_route)
+                ins.append(s)
 
-        # frames dropped this cycle (several inputs may finish one in the same cycle)
-        dropped = [Signal(name=f"dropped_{i}") for i in range(N)]
+        # frames dropped (several inputs may finish one in the same cycle), counted a cycle later
+        dropped = Signal(N)
         for i, s in enumerate(ins):
-            m.d.comb += dropped[i].eq(s.tvalid & s.tready & s.tlast & (route[i] == 0))
-        m.d.sync += self.stat_unknown.eq(self.stat_unknown + sum(d.as_unsigned() for d in dropped))
+            m.d.sync += dropped[i].eq(s.tvalid & s.tready & s.tlast & (route[i] == 0))
+        m.d.sync += self.stat_unknown.eq(self.stat_unknown + sum(dropped[i] for i in range(N)))
 
         # -- output side: round-robin frame arbitration into the output queue ----------------------------
         grant_ready = [[Signal(name=f"ready_{i}_to_{j}") for j in range(N)] for i in range(N)]

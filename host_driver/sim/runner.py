@@ -46,19 +46,28 @@ def use_ccache() -> bool:
     return flag == "1" and shutil.which("ccache") is not None
 
 
-def build_top(sim: str, top: str, width: int, waves: bool = False):
-    """Export, then compile (or find up to date) one configuration; once per process and configuration."""
-    key = (sim, top, width, waves)
+def build_top(sim: str, top: str, width: int, waves: bool = False, gates: bool = False):
+    """Export, then compile (or find up to date) one configuration; once per process and configuration.
+    ``gates``: the top's ECP5 gate-level netlist (``synth_ecp5``, hdl.flow.synth.ecp5_netlist) with Yosys'
+    cell models, in place of its RTL."""
+    key = (sim, top, width, waves, gates)
     if key not in _BUILT:
-        _BUILT[key] = _build(sim, top, width, waves)
+        _BUILT[key] = _build(sim, top, width, waves, gates)
     return _BUILT[key]
 
 
-def _build(sim: str, top: str, width: int, waves: bool):
+def _build(sim: str, top: str, width: int, waves: bool, gates: bool = False):
     apply_sim_env()
     spec = tops.get(top)
-    sources = [*spec.sources(width), tops.export(top, width)]
     name = tops.module_name(top, width)
+    if gates:
+        from hdl.flow.synth import ecp5_cell_models, ecp5_netlist
+        if spec.sources(width):
+            raise ValueError(f"{top} instantiates simulation models: it has no gate-level netlist")
+        cells = ecp5_cell_models()
+        sources = [cells, ecp5_netlist(tops.export(top, width, fmt="rtlil"), name, build_dir() / "gates")]
+    else:
+        sources = [*spec.sources(width), tops.export(top, width)]
     # AINIC_SIM_CXX_OPT (e.g. -O1): the C++ optimisation of Verilator's model's per-cycle code, in place of its
     # default -Os; its run-once code (construction, initial values: Verilator's "slow" files) is then compiled
     # at -O0. The regression sets -O1: an 8-NIC cluster compiles in about 4 minutes on two cores and
@@ -75,7 +84,8 @@ def _build(sim: str, top: str, width: int, waves: bool):
     if hier_env not in ("0", "1"):
         raise ValueError(f"AINIC_SIM_HIER must be 0 or 1, got {hier_env!r}")
     hier = list(spec.instanced(width)) if sim == "verilator" and hier_env == "1" and not waves else []
-    build = build_dir() / "sim" / sim / (name + ("-waves" if waves else "") + cxx_opt + ("-hier" if hier else ""))
+    build = build_dir() / "sim" / sim / (name + ("-gates" if gates else "") + ("-waves" if waves else "") + cxx_opt
+                                         + ("-hier" if hier else ""))
     runner = get_runner(sim)
     build_args = []
     config = ""                             # Verilator configuration file's text (part of the build's stamp)
@@ -83,7 +93,7 @@ def _build(sim: str, top: str, width: int, waves: bool):
         # Yosys marks every `always @*` with a `reg ... = 0` whose change at time 0 makes the block run once;
         # under -g2012 Icarus initialises such regs before time 0 without an event, so blocks whose inputs
         # never change (constant configuration) would hold X forever. Verilog-2005 semantics keep the event.
-        build_args = ["-g2005"]
+        build_args = ["-g2005"] + (["-I", str(cells.parent)] if gates else [])
         if waves:
             # cocotb's own dump module declares a SystemVerilog `string`, which -g2005 refuses: ours is plain
             # Verilog, and the trace is FST as on Verilator (the runner passes vvp -fst)
@@ -97,6 +107,8 @@ def _build(sim: str, top: str, width: int, waves: bool):
         # The exported Verilog is lint-clean under -Wall (see tests/test_verilog.py); the cocotb build
         # itself only needs the warnings that matter for simulation.
         build_args = ["-Wno-fatal", "-O3", "--x-assign", "fast", "--x-initial", "fast"]
+        if gates:       # the cell models' include files; their specify blocks and initial <= are harmless
+            build_args += [f"-I{cells.parent}", "-Wno-SPECIFYIGN", "-Wno-INITIALDLY"]
         # cocotb's runner passes --public-flat-rw, which keeps every internal signal of the design as a
         # VPI-visible variable and stops Verilator from inlining or folding any of them. The testbenches
         # only touch the top level's ports (host memory goes through the backdoor files), so only those are
@@ -143,11 +155,11 @@ def _build(sim: str, top: str, width: int, waves: bool):
 
 
 def run(sim: str, top: str, width: int, module: str, testcase=None, env=None, seed=None, tag="test",
-        waves: bool = False):
+        waves: bool = False, gates: bool = False):
     """Run the cocotb tests of ``module`` (a dotted module name) against one top; fail (assert) if any
     cocotb test failed; return the run directory. With ``waves``, the simulator records an FST trace of the
-    whole design there (``WAVES_FILE[sim]``)."""
-    runner, build, name = build_top(sim, top, width, waves)
+    whole design there (``WAVES_FILE[sim]``); with ``gates``, the top is its ECP5 gate-level netlist."""
+    runner, build, name = build_top(sim, top, width, waves, gates)
     test_dir = build / f"run-{module.rpartition('.')[2]}-{tag}-{os.getpid()}"
     extra_env = {
         "AINIC_WIDTH": str(width),

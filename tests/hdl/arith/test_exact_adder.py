@@ -1,18 +1,35 @@
 """The exact accumulation lane: after any sequence of terms its limbs hold the exact sum (Python
 integers as the reference) and the special-value flags, for binary32 and int32 terms."""
 
+from types import SimpleNamespace
+
 import pytest
+from amaranth import Module, Signal
 from amaranth.sim import Simulator
 
-from hdl.arith.exact_adder import ExactAdderLane
+from hdl.arith.exact_adder import ExactAdderLane, exact_term
 from tests.hdl.arith.exact_sums import edge_terms, flags, term_value, unpack
 
 
+def lane(prepared: bool):
+    """The lane as a design and its ports: the term raw, or made ready by ``exact_term`` first (as the
+    aggregation engine does, a pipeline stage ahead)."""
+    if not prepared:
+        dut = ExactAdderLane()
+        return dut, dut
+    m = Module()
+    m.submodules.add = add = ExactAdderLane(prepared=True)
+    ports = SimpleNamespace(term=Signal(32), is_int=Signal(), acc=add.acc, fresh=add.fresh, sum=add.sum)
+    m.d.comb += add.term.eq(exact_term(m, ports.term, ports.is_int))
+    return m, ports
+
+
+@pytest.mark.parametrize("prepared", [False, True])
 @pytest.mark.parametrize("is_int", [False, True])
-def test_limbs_hold_the_exact_sum(rng, is_int):
+def test_limbs_hold_the_exact_sum(rng, is_int, prepared):
     n_terms, length = 16, 400                 # 16 terms: the most the limbs' headroom is built for
     terms = edge_terms(rng, n_terms, length, is_int)
-    dut = ExactAdderLane()
+    design, dut = lane(prepared)
     got = []
 
     async def bench(ctx):
@@ -27,7 +44,7 @@ def test_limbs_hold_the_exact_sum(rng, is_int):
                 acc = ctx.get(dut.sum.as_value())
             got.append(unpack(acc))
 
-    sim = Simulator(dut)
+    sim = Simulator(design)
     sim.add_testbench(bench)
     sim.run()
     for i, (total, flg) in enumerate(got):

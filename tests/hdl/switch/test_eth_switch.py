@@ -1,5 +1,6 @@
 """The Ethernet switch: every frame reaches the port of its destination MAC, under random idle and backpressure;
-with tuser, a frame's MAC-error mark reaches the port with it."""
+with tuser, a frame's MAC-error mark reaches the port with it; the same with registered inputs (the
+aggregation switch's build)."""
 
 import numpy as np
 import pytest
@@ -10,10 +11,11 @@ from host_driver.models.protocol import mac_int
 from tests.hdl.streams import W, collect, collect_marked, drive, drive_marked, mac, random_frame
 
 
+@pytest.mark.parametrize("registered", [False, True])
 @pytest.mark.parametrize("idle, backpressure", [(0.0, 0.0), (0.3, 0.5)])
-def test_switch_routes_every_frame(rng, idle, backpressure):
+def test_switch_routes_every_frame(rng, idle, backpressure, registered):
     N = 3
-    dut = EthernetSwitch(N, W, queue_depth=16)
+    dut = EthernetSwitch(N, W, queue_depth=16, registered=registered)
     frames = {i: [] for i in range(N)}
     want = {j: {i: [] for i in range(N)} for j in range(N)}
     unknown = 0
@@ -64,8 +66,9 @@ def test_switch_routes_every_frame(rng, idle, backpressure):
     assert sum(len(v) for v in got.values()) == sum(len(w) for d in want.values() for w in d.values())
 
 
-def test_tuser_travels_with_the_frame(rng):
-    dut = EthernetSwitch(2, W, queue_depth=16, user_width=1)
+@pytest.mark.parametrize("registered", [False, True])
+def test_tuser_travels_with_the_frame(rng, registered):
+    dut = EthernetSwitch(2, W, queue_depth=16, user_width=1, registered=registered)
     frames = [random_frame(rng, mac(1), k) for k in range(12)]
     marked = {k for k in range(12) if k % 3 == 0}
     got = []
