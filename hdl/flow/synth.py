@@ -17,9 +17,11 @@ WAIVERS = Path(__file__).resolve().parent / "lint_waivers.vlt"
 # exclusive shifters costs minutes (254 s of a 289 s run for the W=64 compressor) for ~10 % fewer LUTs.
 # Hierarchical (``flatten=False``) maps each module on its own and flattens the mapped netlist for the
 # counts: about 3x faster on the whole NIC (328 s against about 510 s at W = 64), a few % more LUTs.
-_SYNTH = ("{read} {src}; synth_xilinx {flatten} -top {top} -run :coarse; "
+# ``family``: the primitives (xc7: 7-series, CARRY4/RAMB18E1/DSP48E1; xcup: UltraScale+, RAMB18E2/DSP48E2);
+# ``save``: the mapped netlist, still hierarchical, for :func:`xilinx_levels`.
+_SYNTH = ("{read} {src}; synth_xilinx {flatten} -family {family} -top {top} -run :coarse; "
           "techmap -map +/cmp2lut.v -map +/cmp2lcu.v -D LUT_WIDTH=6; alumacc; opt; memory -nomap; opt_clean; "
-          "synth_xilinx {flatten} -top {top} -run map_memory:; flatten; tee -q -o {stat} stat")
+          "synth_xilinx {flatten} -family {family} -top {top} -run map_memory:; {save}flatten; tee -q -o {stat} stat")
 
 
 def lint(source: Path, *extra: str) -> str:
@@ -56,20 +58,24 @@ def yosys_version() -> str:
     return subprocess.run([require("yosys"), "-V"], capture_output=True, text=True).stdout.strip()
 
 
-def synth_xilinx(source: Path, top: str, workdir: Path, flatten: bool = True) -> dict:
+def synth_xilinx(source: Path, top: str, workdir: Path, flatten: bool = True, family: str = "xc7") -> dict:
     """Run Yosys synth_xilinx on one exported top (Verilog ``.v`` or RTLIL ``.il``: the same netlist; Yosys
     0.23 reads the RTLIL of a large initialised memory in seconds where its Verilog front end needs
     minutes); return cell counts by type (LUT6, FDRE, CARRY4, ...) of the mapped netlist. ``flatten``:
-    optimise across module boundaries (the figures of ``make bench``) or map module by module (faster).
-    The counts are cached in ``workdir`` on the digest of the source, the script and the Yosys version."""
+    optimise across module boundaries (the figures of ``make bench``) or map module by module (faster; the
+    mapped hierarchy is kept as ``<top>.<family>.mapped.il`` for :func:`xilinx_levels`). ``family``: xc7
+    (7-series) or xcup (UltraScale+). The counts are cached in ``workdir`` on the digest of the source, the
+    script and the Yosys version."""
     source = Path(source)
     workdir.mkdir(parents=True, exist_ok=True)
-    stat = workdir / f"{top}.stat"
+    stat = workdir / f"{top}.{family}.stat"
+    mapped = workdir / f"{top}.{family}.mapped.il"
     script = _SYNTH.format(read="read_rtlil" if source.suffix == ".il" else "read_verilog", src=source, top=top,
-                           stat=stat, flatten="-flatten" if flatten else "")
+                           stat=stat, flatten="-flatten" if flatten else "", family=family,
+                           save="" if flatten else f"write_rtlil {mapped}; ")
     key = hashlib.sha256(source.read_bytes() + script.encode() + yosys_version().encode()).hexdigest()[:16]
-    cached = workdir / f"{top}.cells.json"
-    if cached.exists() and json.loads(cached.read_text()).get("key") == key:
+    cached = workdir / f"{top}.{family}.cells.json"
+    if cached.exists() and json.loads(cached.read_text()).get("key") == key and (flatten or mapped.exists()):
         return json.loads(cached.read_text())["cells"]
     res = subprocess.run([require("yosys"), "-q", "-p", script], capture_output=True, text=True)
     if res.returncode:
@@ -79,14 +85,33 @@ def synth_xilinx(source: Path, top: str, workdir: Path, flatten: bool = True) ->
     return cells
 
 
+def xilinx_levels(mapped: Path, modules: list, workdir: Path) -> dict:
+    """The logic levels (:func:`hdl.flow.logic_depth.logic_levels`) of each of ``modules`` of a mapped
+    hierarchical netlist (:func:`synth_xilinx` with ``flatten=False``), each flattened on its own."""
+    from hdl.flow.logic_depth import logic_levels
+    workdir.mkdir(parents=True, exist_ok=True)
+    out = {mod: workdir / f"{mod.replace('$', '_')}.levels.json" for mod in modules}
+    script = f"read_rtlil {mapped}; design -save mapped; " + "".join(
+        f"design -load mapped; hierarchy -top {mod}; flatten; autoname; write_json {path}; "
+        for mod, path in out.items())
+    res = subprocess.run([require("yosys"), "-q", "-p", script], capture_output=True, text=True)
+    if res.returncode:
+        raise RuntimeError(f"yosys could not flatten the blocks of {mapped}:\n{res.stderr[-3000:]}")
+    levels = {}
+    for mod, path in out.items():
+        levels[mod] = logic_levels(json.loads(path.read_text())["modules"][mod])
+        path.unlink()
+    return levels
+
+
 def resource_summary(cells: dict) -> dict:
-    """LUTs, flip-flops, CARRY4, LUT RAM, DSP and block RAM (in RAMB18: a RAMB36 is two) of a ``synth_xilinx``
-    cell count."""
+    """LUTs, flip-flops, carry blocks, LUT RAM, DSP and block RAM (in RAMB18: a RAMB36 is two) of a
+    ``synth_xilinx`` cell count."""
     return {"luts": sum(n for c, n in cells.items() if c.startswith("LUT")),
             "ffs": sum(n for c, n in cells.items() if c.startswith("FD")),
-            "carry4": cells.get("CARRY4", 0),
+            "carry4": cells.get("CARRY4", 0) + cells.get("CARRY8", 0),
             "lutram": sum(n for c, n in cells.items() if c.startswith("RAM") and not c.startswith("RAMB")),
-            "dsp": cells.get("DSP48E1", 0),
+            "dsp": sum(n for c, n in cells.items() if c.startswith("DSP48")),
             "bram": sum((2 if c.startswith("RAMB36") else 1) * n for c, n in cells.items() if c.startswith("RAMB"))}
 
 

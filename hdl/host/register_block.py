@@ -25,6 +25,10 @@ def TableReadSignature(depth: int, bits: int):
 RW, RO, W1C, WO = (rm.NIC.of(access) for access in ("rw", "ro", "w1c", "wo"))
 
 
+#: words a bank holds in a banked read (``RegisterBlock(banked_read=True)``)
+BANK_WORDS = 16
+
+
 class RegisterBlock(wiring.Component):
     """A register map's registers on ``s_axil`` (AXI4-Lite, 32-bit data): the NIC's (``contract.regmap.NIC``)
     unless ``regmap`` names another, whose constant registers read ``constants`` (name: value).
@@ -39,12 +43,15 @@ class RegisterBlock(wiring.Component):
       cycle, in a map that has them.
     * Writes honour ``wstrb``. An address outside the map answers SLVERR (writes are ignored, reads give 0).
     * One read and one write in flight; a write takes the cycle after AW and W are both valid; a read answers
-      two cycles after AR (the address is decoded, then the value chosen: a table entry is a RAM read).
+      two cycles after AR (the address is decoded, then the value chosen: a table entry is a RAM read). With
+      ``banked_read`` (a map of hundreds of words: the switch's), three: the words are chosen in banks of
+      :data:`BANK_WORDS` into registers, then the bank.
     """
 
     def __init__(self, width: int = 512, regmap: rm.RegisterMap = None, constants: dict = None,
-                 build: NicBuild = FULL):
+                 build: NicBuild = FULL, banked_read: bool = False):
         self.width = check_width(width, self)
+        self.banked_read = banked_read
         self.map = regmap or rm.NIC
         if constants is None:
             if regmap is not None:
@@ -151,7 +158,8 @@ class RegisterBlock(wiring.Component):
         r_valid = Signal()
         r_data = Signal(32)
         r_resp = Signal(2)
-        r_go = bus.arvalid & ~r_pend & ~r_valid
+        r_pend2 = Signal()                      # (banked: the bank being chosen)
+        r_go = bus.arvalid & ~r_pend & ~r_pend2 & ~r_valid
         m.d.comb += [bus.arready.eq(r_go), bus.rvalid.eq(r_valid), bus.rdata.eq(r_data), bus.rresp.eq(r_resp)]
         with m.If(r_valid & bus.rready):
             m.d.sync += r_valid.eq(0)
@@ -161,31 +169,60 @@ class RegisterBlock(wiring.Component):
         for r in self.table_regs:                   # the RAMs read the entry as AR is taken
             rp = table_read[r.name]
             m.d.comb += rp.addr.eq(((bus.araddr - r.offset) >> 2)[:len(rp.addr)])
-        with m.If(r_pend):                      # one case per word: a balanced multiplexer, not a chain
-            m.d.sync += r_valid.eq(1)
-            with m.Switch(r_addr[2:]):
-                for r in self.map.registers:
-                    if r.table:
-                        with m.Case(*range(r.offset // 4, r.offset // 4 + self.depth[r.name])):
-                            m.d.sync += [r_data.eq(table_read[r.name].data), r_resp.eq(RESP_OKAY)]
-                        continue
-                    for i in range(r.count):
-                        with m.Case(r.offset // 4 + i):
-                            if r.name in self.constants:
-                                value = C(self.constants[r.name], 32)
-                            elif r.access == "rw":
-                                value = regs[(r.name, i)]
-                            elif r.access == "ro":
-                                port = getattr(self.stat, r.name.lower())
-                                value = port if r.count == 1 else port[i]
-                            elif r.access == "w1c":
-                                value = w1c[r.name]
-                            else:
-                                value = C(0, 32)
-                            m.d.sync += [r_data.eq(value), r_resp.eq(RESP_OKAY)]
-                with m.Default():
-                    m.d.sync += [r_data.eq(0), r_resp.eq(RESP_SLVERR)]
+        words = {}                              # word index: its value (SLVERR where there is none)
+        for r in self.map.registers:
+            if r.table:
+                for w in range(r.offset // 4, r.offset // 4 + self.depth[r.name]):
+                    words[w] = table_read[r.name].data
+                continue
+            for i in range(r.count):
+                if r.name in self.constants:
+                    value = C(self.constants[r.name], 32)
+                elif r.access == "rw":
+                    value = regs[(r.name, i)]
+                elif r.access == "ro":
+                    port = getattr(self.stat, r.name.lower())
+                    value = port if r.count == 1 else port[i]
+                elif r.access == "w1c":
+                    value = w1c[r.name]
+                else:
+                    value = C(0, 32)
+                words[r.offset // 4 + i] = value
+        if not self.banked_read:
+            with m.If(r_pend):                  # one case per word: a balanced multiplexer, not a chain
+                m.d.sync += r_valid.eq(1)
+                self._choose(m, r_addr[2:], words, r_data, r_resp)
+        else:                                   # each bank's word into a register, then the bank
+            bits = BANK_WORDS.bit_length() - 1
+            banks = sorted({w >> bits for w in words})
+            b_data = {b: Signal(32, name=f"bank{b}_data") for b in banks}
+            b_resp = {b: Signal(2, name=f"bank{b}_resp") for b in banks}
+            r_bank = Signal(len(r_addr) - 2 - bits)
+            m.d.sync += r_pend2.eq(r_pend)
+            with m.If(r_pend):
+                m.d.sync += r_bank.eq(r_addr[2 + bits:])
+                for b in banks:
+                    self._choose(m, r_addr[2:2 + bits], {w & (BANK_WORDS - 1): v for w, v in words.items()
+                                                         if w >> bits == b}, b_data[b], b_resp[b])
+            with m.If(r_pend2):
+                m.d.sync += r_valid.eq(1)
+                with m.Switch(r_bank):
+                    for b in banks:
+                        with m.Case(b):
+                            m.d.sync += [r_data.eq(b_data[b]), r_resp.eq(b_resp[b])]
+                    with m.Default():
+                        m.d.sync += [r_data.eq(0), r_resp.eq(RESP_SLVERR)]
 
         if "IRQ_STATUS" in w1c and ("IRQ_ENABLE", 0) in regs:
             m.d.comb += self.irq.eq((w1c["IRQ_STATUS"] & regs[("IRQ_ENABLE", 0)]) != 0)
         return m
+
+    @staticmethod
+    def _choose(m, index, words: dict, data, resp):
+        """``data``/``resp`` (sync) from the word ``index`` selects among ``words``; SLVERR where none is."""
+        with m.Switch(index):
+            for w, value in sorted(words.items()):
+                with m.Case(w):
+                    m.d.sync += [data.eq(value), resp.eq(RESP_OKAY)]
+            with m.Default():
+                m.d.sync += [data.eq(0), resp.eq(RESP_SLVERR)]

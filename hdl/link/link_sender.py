@@ -158,9 +158,11 @@ class LinkSender(wiring.Component):
         # -- acks and nacks from the next rank ------------------------------------------------------------------
         a = self.ack.payload
         m.d.comb += self.ack.ready.eq(1)
-        ahead = Signal(32)
-        m.d.comb += ahead.eq(a.psn - una)
-        in_window = self.ack.valid & (ahead <= (high - una)[:32])
+        # in (una, high]: the window high - una is at most the records kept, so it has rbits + 1 bits, and an
+        # ack beyond it has a high bit set: a short compare beside the 32-bit subtraction, not after it
+        ahead, win = Signal(32), Signal(rbits + 1)
+        m.d.comb += [ahead.eq(a.psn - una), win.eq(high[:rbits + 1] - una[:rbits + 1])]
+        in_window = self.ack.valid & (ahead[rbits + 1:] == 0) & (ahead[:rbits + 1] <= win)
         progress = in_window & (ahead != 0)
         m.d.comb += [gate.limit_valid.eq(in_window), gate.limit_frames.eq(a.psn + a.room), gate.limit_beats.eq(a.beats)]
         with m.If(in_window):

@@ -28,8 +28,10 @@ class EthernetSwitch(wiring.Component):
       waits (backpressure), so nothing is lost.
     * With ``user_width``, ``tuser`` travels with every beat (a MAC error marked on a frame stays on it).
     * With ``registered``, every input passes a register slice that carries the beat's output port beside it
-      (a cycle of latency): the arbitration starts from flip-flops, not from the MAC compares of the input
-      beat (the aggregation switch's forwarding path; the cluster harness's fabric stays a wire).
+      (a cycle of latency), and an output registers its round-robin pick before the frame's first beat moves
+      (a cycle a frame): the inputs' ready comes from flip-flops, not from the MAC compares and the arbiters
+      (the aggregation switch's forwarding path, whose frames then wait for a link slower than the switch;
+      the cluster harness's fabric stays a wire).
     * ``stat_unknown`` counts a cycle after the frame's last beat.
     """
 
@@ -96,7 +98,12 @@ class EthernetSwitch(wiring.Component):
             pick, any_want = round_robin(m, want, last, N, f"out_{j}")
             sel = Signal(range(N), name=f"out_sel_{j}")
             active = Signal(name=f"out_active_{j}")
-            m.d.comb += [sel.eq(Mux(busy, owner, pick)), active.eq(busy | any_want)]
+            if self.registered:     # the pick is registered first (a cycle a frame): beats go from the owner only
+                m.d.comb += [sel.eq(owner), active.eq(busy)]
+                with m.If(~busy & any_want):
+                    m.d.sync += [busy.eq(1), owner.eq(pick)]
+            else:
+                m.d.comb += [sel.eq(Mux(busy, owner, pick)), active.eq(busy | any_want)]
             src = Array(ins)[sel]
             entry = Signal(layout, name=f"out_entry_{j}")
             m.d.comb += [entry.tdata.eq(src.tdata), entry.tkeep.eq(src.tkeep), entry.tlast.eq(src.tlast),

@@ -42,7 +42,7 @@ class SwitchTop(wiring.Component):
         m = Module()
         m.submodules.switch = sw = AggregationSwitch(self.ports, self.width, self.engines, self.pool_slots,
                                                      self.max_jobs, self.max_packet)
-        m.submodules.regs = regs = RegisterBlock(self.width, self.regmap, self.constants)
+        m.submodules.regs = regs = RegisterBlock(self.width, self.regmap, self.constants, banked_read=True)
         self.switch = sw                # (the last elaboration's switch: testbenches read its configuration)
         wiring.connect(m, wiring.flipped(self.s_axil), regs.s_axil)
         for i in range(self.ports):

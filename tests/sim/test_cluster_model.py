@@ -229,3 +229,19 @@ def test_the_ranks_must_agree_on_the_size_and_the_ring_has_a_deadline_on_the_mod
     with pytest.raises(CollectiveTimeout, match=r"rank 1 timeout \(waiting for a frame from rank 0\).*delivered "
                        r"nothing for 50,000 cycles \(0 of \d+ frames through; faults: drop 1"):
         c.allreduce([rng.standard_normal(1000).astype(np.float32) for _ in range(3)])
+
+
+@pytest.mark.parametrize("clock", [125.0, 250.0])
+def test_bench_states_time_and_gbps_at_the_clock(rng, clock):
+    """make bench --clock-mhz: a run's time and its busiest link's Gb/s at the clock the cluster ran at (the
+    link's bytes per cycle follow the clock: half the clock, twice the bytes)."""
+    from dataclasses import replace
+
+    from scripts.bench import at_clock
+    x = [rng.standard_normal(500).astype(np.float32) for _ in range(4)]
+    _, st = Cluster(4, codec="none", packet=64, clock_mhz=clock).allreduce(x)
+    assert st.link_bytes_per_cycle == pytest.approx(80e9 / 8 / (clock * 1e6))
+    st = replace(st, cycles=10_000)             # (the model backend counts no cycles)
+    busiest = max(st.frame_bytes_per_link) * 8
+    assert at_clock(st) == {"clock_mhz": clock, "time_us": round(10_000 / clock, 3),
+                            "achieved_gbps": round(busiest / (10_000 / (clock * 1e6)) / 1e9, 2)}
