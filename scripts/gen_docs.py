@@ -138,6 +138,41 @@ def logic_levels() -> str:
     return "\n".join(out)
 
 
+def clocks_reached() -> str:
+    """Which clock each configuration has reached, on which part, and how it was measured (results/report.json)."""
+    rep = _load("report.json")
+    ecp, xil = rep["ecp5"], rep.get("synth_xilinx", {})
+
+    def slowest(top, grade):
+        rows = [(e["speed"][grade]["fmax_mhz"], k.partition(":")[2]) for k, e in ecp.items()
+                if k.startswith(f"{top}:") and e.get("speed", {}).get(grade, {}).get("fmax_mhz")]
+        return min(rows) if rows else None
+
+    out = ["| configuration | part | clock reached | how |", "|---|---|---|---|"]
+    for top, name in (("nic_w64", "NIC, W = 64 (full and small builds)"), ("switch_p8_w64", "8-port switch, W = 64")):
+        for grade, part in (("8", "LFE5UM5G-85F (ECP5, grade 8)"), ("6", "LFE5U-85F (ECP5, grade 6)")):
+            low = slowest(top, grade)
+            if low:
+                out.append(f"| {name} | {part} | at most {low[0]} MHz (its slowest block, `{low[1]}`) | each block "
+                           "placed and routed alone, out of context |")
+    for key, e in ecp.items():
+        if ":" not in key and e.get("speed", {}).get("8", {}).get("fmax_mhz"):
+            out.append(f"| {TOPS.get(key, key)}, whole | {e['device']} (grade 8) | {e['speed']['8']['fmax_mhz']} MHz | "
+                       "placed and routed whole |")
+    for key in ("nic_w512", "nic_w1024"):
+        lv = xil.get(key, {}).get("levels")
+        if lv:
+            deep = max(lv.items(), key=lambda kv: kv[1]["levels"])
+            out.append(f"| {TOPS.get(key, key)} | UltraScale+ (U280) | not placed (no open place and route): deepest "
+                       f"block `{deep[0].removeprefix('core.')}` {deep[1]['levels']} logic levels against the "
+                       f"{xil[key]['levels_at_250']} of a 250 MHz stage | Yosys `synth_xilinx`, logic levels |")
+    out.append("")
+    out.append("Every cycle count of ainic (`make bench`, `ainic demo`, `ainic model`) is a count of cycles; the times "
+               "and Gb/s beside them assume the clock given with `--clock-mhz` (default 250 MHz), which no "
+               "configuration has reached on a part yet.")
+    return "\n".join(out)
+
+
 def resources() -> str:
     return xilinx_rows() + "\n\n" + ecp5_rows()
 
@@ -266,7 +301,7 @@ def readme_figures() -> str:
     return "\n".join(out)
 
 
-RENDERERS = {"resources": resources, "logic-levels": logic_levels, "switch-resources": switch_resources, "model-accuracy": model_accuracy,
+RENDERERS = {"resources": resources, "logic-levels": logic_levels, "clocks-reached": clocks_reached, "switch-resources": switch_resources, "model-accuracy": model_accuracy,
              "model-error-table": model_error_table, "smartnic-table": smartnic_table, "demo-time": demo_time,
              "readme-figures": readme_figures}
 

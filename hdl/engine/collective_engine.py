@@ -333,17 +333,31 @@ class CollectiveEngine(wiring.Component):
         plen = payload_bytes(m, p.codec, checked.payload.item.count, "synthetic_plen")
         rx = AxiStreamSignature(self.width).create(path=("rx_in",))
         real = self.rx_payload
+        # the zeros' beat (valid, last, keep) is kept in registers, set from the count a cycle after an item
+        # takes it (``z_load``: the synthetic payload starts a cycle later; it only runs once the deadline has)
+        # and from the count that is left as a beat goes: nothing compares on the way to the receive queue
+        z_valid, z_last, z_keep, z_load = Signal(), Signal(), Signal(B), Signal()
+
+        def zeros(value):
+            return [zeros_left.eq(value), z_valid.eq(value != 0), z_last.eq(value <= B),
+                    z_keep.eq(keep_mask(Mux(value > B, B, value), B))]
         m.d.comb += [
             rx.tdata.eq(Mux(synthetic, 0, real.tdata)),
-            rx.tkeep.eq(Mux(synthetic, keep_mask(Mux(zeros_left > B, B, zeros_left), B), real.tkeep)),
-            rx.tlast.eq(Mux(synthetic, zeros_left <= B, real.tlast)),
-            rx.tvalid.eq(Mux(synthetic, zeros_left != 0, real.tvalid)),
+            rx.tkeep.eq(Mux(synthetic, z_keep, real.tkeep)),
+            rx.tlast.eq(Mux(synthetic, z_last, real.tlast)),
+            rx.tvalid.eq(Mux(synthetic, z_valid, real.tvalid)),
             real.tready.eq((~synthetic & rx.tready) | self.flush),
         ]
+        rest = Signal.like(zeros_left)
+        m.d.comb += rest.eq(Mux(zeros_left > B, zeros_left - B, 0))
+        m.d.sync += z_load.eq(0)
+        with m.If(z_load):
+            m.d.sync += zeros(zeros_left)
         with m.If(synthetic & rx.tvalid & rx.tready):
-            m.d.sync += zeros_left.eq(Mux(zeros_left > B, zeros_left - B, 0))
-        with m.If(checked_take):                # (after the line above: a new item's size wins)
-            m.d.sync += [synthetic.eq(checked.payload.synthetic), zeros_left.eq(plen)]
+            m.d.sync += zeros(rest)
+        with m.If(checked_take):                # (after the lines above: a new item's size wins)
+            m.d.sync += [synthetic.eq(checked.payload.synthetic), zeros_left.eq(plen), z_valid.eq(0),
+                         z_load.eq(1)]
         # received operands wait for the decompressor in a FIFO: it takes a compressed beat only every few
         # cycles (bfp8: one in four), and a reduce packet fed to it straight held the receive router until
         # it was decoded, so the forwarded packets behind it waited too and, at N = 8, the router's time
