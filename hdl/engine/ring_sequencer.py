@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from contract.credits import effective_lag
 from contract.enums import Collective, PhaseKind
+from hdl.stream.register_slice import skid_buffer
 
 #: the plan of one collective (host_driver.models.allreduce.Plan), as the sequencer needs it
 PlanLayout = data.StructLayout({
@@ -33,7 +34,8 @@ class RingSequencer(wiring.Component):
     (reduce-scatter, phase N-1 is ``scatter_end``) or N-1 .. 2N-2 (all-gather, phase N-1 is ``gather``).
     ``busy`` is high from ``start`` until the last item is taken.
 
-    It looks at one (key, phase) candidate per cycle and emits the valid ones (one item per cycle at best);
+    It looks at one (key, phase) candidate per cycle and emits the valid ones (one item per cycle at best,
+    through a register slice: an item leaves the cycle after it is found);
     the engine spends several cycles on each item, so the sequencer keeps ahead except where keys hold few
     items (the first and last 2N-2 keys).
     """
@@ -100,7 +102,10 @@ class RingSequencer(wiring.Component):
             m.d.comb += kind.eq(PhaseKind.last)
         is_rest_last = (chunk == pl.full_chunks) & (k[:24] == pl.rest_packets - 1)
 
-        it = self.items.payload
+        # the items leave through a register slice: the offset's sum and the count's compares end in flip-flops
+        it, it_valid, it_ready = Signal(Item), Signal(), Signal()
+        skid_buffer(m, "items", it_valid, it_ready, self.items.valid, self.items.ready,
+                    [(it, self.items.payload)])
         m.d.comb += [
             it.phase.eq(p), it.kind.eq(kind), it.chunk.eq(chunk), it.packet.eq(k[:24]),
             it.offset.eq((chunk_off + k_off)[:32]),
@@ -131,8 +136,8 @@ class RingSequencer(wiring.Component):
                     m.d.sync += [d.eq(d_start), *first_phase_of(d_start, 0)]
                     m.next = "RUN"
             with m.State("RUN"):
-                m.d.comb += [self.busy.eq(1), self.items.valid.eq(valid)]
-                advance = ~valid | self.items.ready
+                m.d.comb += [self.busy.eq(1), it_valid.eq(valid)]
+                advance = ~valid | it_ready
                 with m.If(advance):
                     with m.If(p == last_phase):
                         with m.If(d == d_end):
@@ -142,6 +147,8 @@ class RingSequencer(wiring.Component):
                         m.d.sync += [p.eq(p + 1), k.eq(k - pl.lag), k_off.eq(k_off - lag_el),
                                      chunk.eq(Mux(chunk == 0, pl.nodes - 1, chunk - 1)),
                                      chunk_off.eq(Mux(chunk == 0, wrap_off, chunk_off - chunk_el))]
+        with m.If(self.items.valid):            # (the last item may still wait in the slice)
+            m.d.comb += self.busy.eq(1)
         return m
 
 
