@@ -7,6 +7,7 @@ Build outputs (exported Verilog, simulator builds, synthesis reports, job files)
 
 import fcntl
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from hdl.flow import deps
 from hdl.flow.dedup import dedup
 
 _CHECKOUT = Path(__file__).resolve().parents[2]
+#: when this process loaded the export: a source changed after it may be older in memory than on disk
+_STARTED = time.time()
 
 
 def _fast_meminit():
@@ -123,6 +126,12 @@ def export(name: str, factory, width: int, module: str, out_dir: Path = None, fm
     with file_lock(name):
         if path.exists() and stamp.exists() and stamp.read_text() == digest:
             return path
+        # a long-running process (make report, a pytest worker) elaborates the code it imported: a source
+        # edited since would be stamped with its new digest over the old hardware
+        changed = [f for f in deps.source_files(module, __name__) if Path(f).stat().st_mtime > _STARTED]
+        if changed:
+            raise RuntimeError(f"cannot export {name}: {', '.join(str(f) for f in changed[:3])} changed after this "
+                               "process started, so the code it holds may be older than the file; run it again")
         text = convert(factory(width), name=name, emit_src=False)
         if fmt == "verilog":
             text, _ = dedup(text)

@@ -5,7 +5,10 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from hdl.flow import deps, tops
 
@@ -103,3 +106,18 @@ def test_the_fast_memory_init_writes_what_amaranth_writes():
         rtlil.ModuleEmitter.emit_memory = fast
     assert texts[0] == texts[1]
     assert all("$meminit_v2" in t for t in texts[0])
+
+
+def test_a_process_older_than_a_source_refuses_to_export(tmp_path, monkeypatch):
+    """A long-running process (make report) holds the code it imported: with a source newer than the process,
+    an export that would elaborate refuses (it would stamp the new digest on the old hardware); a current
+    cached file is still served."""
+    from hdl.flow import export as ex
+    monkeypatch.setenv("AINIC_BUILD_DIR", str(tmp_path))  # an empty cache
+    monkeypatch.setattr(ex, "_STARTED", 0.0)              # every source is newer than this "process"
+    with pytest.raises(RuntimeError, match="changed after this process started"):
+        tops.export("tx_builder", 64)
+    monkeypatch.setattr(ex, "_STARTED", time.time())
+    path = tops.export("tx_builder", 64)                  # a process started after the sources: exports
+    monkeypatch.setattr(ex, "_STARTED", 0.0)
+    assert tops.export("tx_builder", 64) == path          # current: served, nothing elaborated
