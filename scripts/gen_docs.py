@@ -37,7 +37,8 @@ def xilinx_rows(keys=None) -> str:
            "|---|---|---|---|---|---|---|---|"]
     for key in sorted(keys or xil, key=lambda k: list(TOPS).index(k) if k in TOPS else len(TOPS)):
         r, sh = xil[key], xil[key]["u280_share"]
-        out.append(f"| {TOPS.get(key, key)} | {r['luts']:,} | {r['ffs']:,} | {r['carry4']:,} | {r['lutram']:,} | "
+        family = {"xcup": "UltraScale+", "xc7": "7-series"}[r.get("family", "xc7")]
+        out.append(f"| {TOPS.get(key, key)} ({family} cells) | {r['luts']:,} | {r['ffs']:,} | {r['carry4']:,} | {r['lutram']:,} | "
                    f"{r['bram']:,} | {r['dsp']:,} | {sh['luts']:.1%} / {sh['ffs']:.1%} / {sh['bram']:.1%} |")
     return "\n".join(out)
 
@@ -132,8 +133,9 @@ def logic_levels() -> str:
             cells.append("—" if lv is None else (f"**{lv['levels']}**" if lv["levels"] > budget else str(lv["levels"])))
         out.append(f"| {label(b)} | " + " | ".join(cells) + " |")
     out.append("")
+    family = xil[tops[0]].get("levels_family", xil[tops[0]].get("family"))
     out.append(f"Logic levels: LUTs, carry blocks and wide multiplexers on the deepest register-to-register path "
-               f"(Yosys `synth_xilinx -family {xil[tops[0]]['family']}`, hdl/flow/logic_depth.py); in bold, "
+               f"(Yosys `synth_xilinx -family {family}`, hdl/flow/logic_depth.py); in bold, "
                f"more than the {budget} a 250 MHz stage allows on an UltraScale+ -2.")
     return "\n".join(out)
 
@@ -262,6 +264,8 @@ def readme_figures() -> str:
                 for g in ("8", "6")}
     fmax, sw_fmax = fmax_of("nic_w64"), fmax_of("switch_p8_w64")
     nic64 = ecp.get("nic_w64", {}).get("lut4", {})
+    def cells(entry):       # the primitives a synth_xilinx row counts
+        return {"xcup": "UltraScale+ cells", "xc7": "7-series cells"}[entry.get("family", "xc7")]
     eff = lambda key: min(ring[f"n{n}_{c}_L1048576_w512"]["binding_efficiency"]  # noqa: E731
                           for n in (4, 8) for c in ("none", "fp16", "bf16", "bfp8", "bfp4") if (n == 4) == key)
     rows = [
@@ -283,8 +287,9 @@ def readme_figures() -> str:
          ", ".join(f"{loss[f'n4_none_L1048576_w512_loss{p}']['relative_to_lossless']:.3f} at {float(p):.2%}"
                    for p in ("0.0001", "0.001", "0.01")) + " of the loss-free speed"),
         ("NIC resources, Yosys `synth_xilinx`",
-         f"W = 512: {xil['nic_w512']['luts']:,} LUTs, {xil['nic_w512']['bram']} RAMB18 "
-         f"({xil['nic_w512']['u280_share']['luts']:.1%} of an Alveo U280's LUTs); W = 64: {xil['nic_w64']['luts']:,}"),
+         f"W = 512: {xil['nic_w512']['luts']:,} LUTs ({cells(xil['nic_w512'])}), {xil['nic_w512']['bram']} RAMB18 "
+         f"({xil['nic_w512']['u280_share']['luts']:.1%} of an Alveo U280's LUTs); W = 64: {xil['nic_w64']['luts']:,} "
+         f"({cells(xil['nic_w64'])})"),
         ("timing on an ECP5 (LFE5UM5G-85F, nextpnr, each block of the W = 64 NIC)",
          f"{fmax['8'][0]} – {fmax['8'][-1]} MHz per block at speed grade 8 ({fmax['6'][0]} – {fmax['6'][-1]} at "
          f"grade 6), against the {clock} MHz every time above assumes"
