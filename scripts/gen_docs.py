@@ -140,20 +140,22 @@ def logic_levels() -> str:
     return "\n".join(out)
 
 
+def block_fmax(ecp: dict, top: str, grade: str) -> list:
+    """(Fmax, block) of every placed block of one top of results/report.json's ``ecp5`` at one speed grade,
+    slowest first."""
+    return sorted((e["speed"][grade]["fmax_mhz"], k.partition(":")[2]) for k, e in ecp.items()
+                  if k.startswith(f"{top}:") and e.get("speed", {}).get(grade, {}).get("fmax_mhz"))
+
+
 def clocks_reached() -> str:
     """Which clock each configuration has reached, on which part, and how it was measured (results/report.json)."""
     rep = _load("report.json")
     ecp, xil = rep["ecp5"], rep.get("synth_xilinx", {})
 
-    def slowest(top, grade):
-        rows = [(e["speed"][grade]["fmax_mhz"], k.partition(":")[2]) for k, e in ecp.items()
-                if k.startswith(f"{top}:") and e.get("speed", {}).get(grade, {}).get("fmax_mhz")]
-        return min(rows) if rows else None
-
     out = ["| configuration | part | clock reached | how |", "|---|---|---|---|"]
     for top, name in (("nic_w64", "NIC, W = 64 (full and small builds)"), ("switch_p8_w64", "8-port switch, W = 64")):
         for grade, part in (("8", "LFE5UM5G-85F (ECP5, grade 8)"), ("6", "LFE5U-85F (ECP5, grade 6)")):
-            low = slowest(top, grade)
+            low = next(iter(block_fmax(ecp, top, grade)), None)
             if low:
                 out.append(f"| {name} | {part} | at most {low[0]} MHz (its slowest block, `{low[1]}`) | each block "
                            "placed and routed alone, out of context |")
@@ -258,11 +260,8 @@ def readme_figures() -> str:
     r8, r0 = ring["n4_bfp8_L1048576_w512"], ring["n4_none_L1048576_w512"]
     w8, w0 = ring["n4_bfp8_L1048576_w1024"], ring["n4_none_L1048576_w1024"]
     xil, ecp = rep["synth_xilinx"], rep["ecp5"]
-    def fmax_of(top):       # the Fmax of the blocks of one top, per speed grade, slowest first
-        return {g: sorted(e["speed"][g]["fmax_mhz"] for k, e in ecp.items()
-                          if k.startswith(f"{top}:") and e.get("speed", {}).get(g, {}).get("fmax_mhz"))
-                for g in ("8", "6")}
-    fmax, sw_fmax = fmax_of("nic_w64"), fmax_of("switch_p8_w64")
+    fmax, sw_fmax = ({g: [f for f, _ in block_fmax(ecp, top, g)] for g in ("8", "6")}
+                     for top in ("nic_w64", "switch_p8_w64"))
     nic64 = ecp.get("nic_w64", {}).get("lut4", {})
     def cells(entry):       # the primitives a synth_xilinx row counts
         return {"xcup": "UltraScale+ cells", "xc7": "7-series cells"}[entry.get("family", "xc7")]

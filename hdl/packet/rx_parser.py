@@ -210,12 +210,11 @@ class RxParser(wiring.Component):
             for i in range(len(DropReason)):
                 with m.If(drop_bits[i] & ~drop_bits[:i].any()):
                     m.d.sync += self.stat_drops[i].eq(self.stat_drops[i] + 1)
-        ip = h.ipv4
 
         record = Signal(RxMeta)
         m.d.comb += [
             record.ainic.eq(network_order(hdr[8 * (udp_at + UDP_BYTES):8 * FRAME_HEADER_BYTES], HEADER_BYTES)),
-            record.src_ip.eq(ip.src),
+            record.src_ip.eq(h.ipv4.src),
             meta.w_data.eq(record),
         ]
         with m.If(pending):
