@@ -201,8 +201,6 @@ def main(argv=None) -> int:
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "commit": _commit(),
             "yosys": yosys_version(), "u280": U280, "ecp5_85k": ECP5_85K}
-    for key, value in meta.items():
-        _store(args.out, "meta", key, value)
     todo = [(f, k) for f, k in jobs() if args.only in (None, f.__name__)]
     if args.blocks:
         todo = [(f, k) for f, k in todo if ":" in k and block_label(k) in wanted]
@@ -216,6 +214,8 @@ def main(argv=None) -> int:
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for done in [pool.submit(f, k, args.out) for f, k in todo]:
             done.result()
+    for key, value in meta.items():         # (the run's date and commit once it has ended, not before)
+        _store(args.out, "meta", key, value)
     print(f"report: wrote {args.out}")
     plot_fmax(json.loads(args.out.read_text()), args.out.with_name("report_fmax.png"))
     if args.out == ROOT / "results" / "report.json":    # the tables of docs/, the README's figures

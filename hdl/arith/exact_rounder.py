@@ -28,14 +28,15 @@ class ExactRounderLane(wiring.Component):
     :class:`~hdl.arith.exact_adder.ExactAdderLane`, bit-exact with
     ``host_driver.models.numerics.exact_sum_f32`` and ``sum_i32`` (docs/in_network.md, "The result").
 
-    * Latency :attr:`LATENCY` = 7 cycles, fully pipelined, no stall input.
+    * Latency :attr:`LATENCY` = 8 cycles, fully pipelined, no stall input.
     * Stages: (1-3) resolve the limbs' carries, three limbs a cycle; (4) magnitude and sign; (5) the top
-      non-zero limb, the one below it and a sticky bit for the rest; (6) the leading one, the 24 bits to
-      keep, guard and sticky; (7) round half to even, pack, overflow to infinity, the special values
+      non-zero limb, the one below it and a sticky bit for the rest; (6) the leading one and the guard
+      bit's position; (7) the 24 bits to keep, guard and sticky; (8) round half to even, pack, overflow
+      to infinity, the special values
       (a NaN, or both infinities: 0x7FC00000; an infinity; −0 when every term was −0).
     """
 
-    LATENCY = 7
+    LATENCY = 8
 
     acc: In(AccElem)
     is_int: In(1)
@@ -106,32 +107,35 @@ class ExactRounderLane(wiring.Component):
               (("h", h), ("hi", hi), ("lo", lo), ("below", below), ("neg", neg), ("flags", flags),
                ("int_mag", int_mag), ("int_high", int_high))}
 
-        # -- stage 6: the leading one, 24 bits, guard and sticky --------------------------------------
+        # -- stage 6: the leading one and where the 24 bits start --------------------------------------
         lz = _leading_zeros(m, s5["hi"], "lz")
         pos = Signal(6, name="msb_in_hi")
         m.d.comb += pos.eq(31 - lz)
         p = Signal(range(LIMBS * LIMB_BITS), name="msb")           # the sum's top bit
         m.d.comb += p.eq(s5["h"] * LIMB_BITS + pos)
-        window = Cat(s5["lo"], s5["hi"])                            # the msb is bit 32 + pos
         small = p <= 23                                             # subnormal or first binade: exact
-        sl = Signal(7, name="window_shift")                         # keep bits 32 + pos .. 9 + pos
-        m.d.comb += sl.eq(Mux(small, 32, pos + 9))
-        q = Signal(25, name="kept")
-        m.d.comb += q.eq((window >> sl)[:24])
+        # the window's msb is bit 32 + pos: keep bits 32 + pos .. 9 + pos, the guard is bit 8 + pos
+        # (a small sum keeps bits 55 .. 32 and has no guard)
         gpos = Signal(7, name="guard_pos")
-        m.d.comb += gpos.eq(sl - 1)
-        guard = Signal(name="guard")
-        m.d.comb += guard.eq(~small & (window >> gpos)[0])
-        low_mask = Signal(64, name="sticky_mask")
-        m.d.comb += low_mask.eq((Const(1, 65) << gpos)[:64] - 1)
-        sticky = ~small & (((window & low_mask) != 0) | s5["below"])
-        zero = (s5["hi"] == 0)
+        m.d.comb += gpos.eq(Mux(small, 31, pos + 8))
         s6 = {name: register(m, v, f"s6_{name}") for name, v in
-              (("q", q), ("guard", guard), ("sticky", sticky), ("shift", Mux(small, 0, p - 23)),
-               ("zero", zero), ("neg", s5["neg"]), ("flags", s5["flags"]), ("int_mag", s5["int_mag"]),
+              (("window", Cat(s5["lo"], s5["hi"])), ("gpos", gpos), ("small", small),
+               ("shift", Mux(small, 0, p - 23)), ("zero", s5["hi"] == 0), ("below", s5["below"]),
+               ("neg", s5["neg"]), ("flags", s5["flags"]), ("int_mag", s5["int_mag"]),
                ("int_high", s5["int_high"]))}
 
-        # -- stage 7: round, pack, special values, int32 saturation -----------------------------------
+        # -- stage 7: the 24 bits, guard and sticky ----------------------------------------------------
+        window, small = s6["window"], s6["small"]
+        q25 = Signal(25, name="kept_and_guard")
+        m.d.comb += q25.eq((window >> s6["gpos"])[:25])
+        below_guard = Cat(*(window[i] & (s6["gpos"] > i) for i in range(64))).any()
+        s7 = {name: register(m, v, f"s7_{name}") for name, v in
+              (("q", q25[1:]), ("guard", ~small & q25[0]), ("sticky", ~small & (below_guard | s6["below"])),
+               ("shift", s6["shift"]), ("zero", s6["zero"]), ("neg", s6["neg"]), ("flags", s6["flags"]),
+               ("int_mag", s6["int_mag"]), ("int_high", s6["int_high"]))}
+        s6 = s7
+
+        # -- stage 8: round, pack, special values, int32 saturation -----------------------------------
         nan_f, pinf, ninf, negzero, is_int = (s6["flags"][i] for i in range(5))
         up = s6["guard"] & (s6["sticky"] | s6["q"][0])
         q2 = Signal(25, name="rounded")

@@ -131,6 +131,9 @@ class Fp32AdderLane(wiring.Component):
         s6_mant = reg(norm[3:27], "s6_mant")
         s6_up = reg((grs > 4) | ((grs == 4) & norm[3]), "s6_up")
         s6_exp, s6_zero = reg(exp2, "s6_exp"), reg(s5_zero, "s6_zero")
+        # the exponent for either outcome of the rounding, and whether each overflows, ahead of it
+        s6_exp1 = reg((exp2 + 1)[:10], "s6_exp1")
+        s6_big0, s6_big1 = reg(exp2 >= 255, "s6_big0"), reg(exp2 >= 254, "s6_big1")
         s6_sign, s6_sub = reg(s5_sign, "s6_sign"), reg(s5_sub, "s6_sub")
         s6_special, s6_special_val = reg(s5_special, "s6_special"), reg(s5_special_val, "s6_special_val")
 
@@ -140,9 +143,10 @@ class Fp32AdderLane(wiring.Component):
         over = rounded[24]
         mant_f = Mux(over, rounded[1:25], rounded[:24])
         exp3 = Signal(10)
-        m.d.comb += exp3.eq(s6_exp + over)
+        m.d.comb += exp3.eq(Mux(over, s6_exp1, s6_exp))
         exp_field = Mux(mant_f[23], exp3, 0)
-        packed = Mux(exp_field >= 255, Cat(C(0, 23), C(0xFF, 8), s6_sign), Cat(mant_f[:23], exp_field[:8], s6_sign))
+        infinite = mant_f[23] & Mux(over, s6_big1, s6_big0)         # exp_field >= 255
+        packed = Mux(infinite, Cat(C(0, 23), C(0xFF, 8), s6_sign), Cat(mant_f[:23], exp_field[:8], s6_sign))
         zero = Cat(C(0, 31), s6_sign & ~s6_sub)
         result = Mux(s6_special, s6_special_val, Mux(s6_zero, zero, packed))
         m.d.sync += self.sum.eq(result)

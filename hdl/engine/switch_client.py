@@ -170,7 +170,11 @@ class SwitchClient(wiring.Component):
                      s2_next_j.eq(s1_next_j), s2_next_off.eq(s1_next_off),
                      wr_addr.eq(cfg.dst + Cat(C(0, 2), h.offset))]
         looked = rx.valid & (age == 3)
-        expect = running & ~stopping & s2_same & inflight.bit_select(rslot, 1)
+        # whether the record's slot has a packet in flight, from a register: the slot's flag as it was a
+        # cycle ago, with the one change that can come meanwhile while the record waits (the first window
+        # launching that slot; a result taken ends the wait, a start clears every flag)
+        slot_live = Signal()
+        expect = running & ~stopping & s2_same & slot_live
         dec = self.dec
         m.d.comb += dec.cfg_codec.eq(cfg.codec)
         take_result = Signal()
@@ -224,15 +228,27 @@ class SwitchClient(wiring.Component):
         m.d.comb += [scan_next.eq(Mux(scan + 1 >= S, 0, scan + 1)), rec_scan.addr.eq(scan_next),
                      due_scan.addr.eq(scan_next)]
         m.d.sync += scan.eq(scan_next)
-        sc_slot, sc_due = Signal(7), Signal()
-        sc_rec = Signal(_SlotRecord)
-        m.d.sync += [sc_slot.eq(scan), sc_rec.eq(rec_scan.data),
-                     sc_due.eq(~(now - due_scan.data)[31] & (scan < S) & ~(due_w.en & (due_w.addr == scan)))]
         # the first window: packet init_j, its offset, psn and slot counted up as it goes
         init_j = Signal(J_BITS + 1)
         init_off = Signal(COUNT_BITS + 1)
         init_psn = Signal(32)
         can_push = send_q.w_rdy & running & ~stopping
+        s0 = (init_psn & (S - 1))[:7]
+        init_go = ~take_result & can_push & (init_j < S) & (init_off < cfg.count)
+        m.d.sync += slot_live.eq((inflight.bit_select(rslot, 1) | (init_go & (s0 == rslot))) & ~self.start)
+
+        # the scanned slot's flags are registered with its timer's verdict (its packet in flight and not
+        # queued), less what changes that slot in the same cycle: its result (which queues the next packet
+        # or ends the slot), the first window launching it, its own resend (a window of one slot), a
+        # start. (A frame that leaves meanwhile writes the slot's timer, which the verdict excludes.)
+        sc_slot, sc_due, sc_idle = Signal(7), Signal(), Signal()
+        scan_go = ~take_result & ~init_go & can_push & sc_idle & sc_due
+        sc_rec = Signal(_SlotRecord)
+        m.d.sync += [sc_slot.eq(scan), sc_rec.eq(rec_scan.data),
+                     sc_due.eq(~(now - due_scan.data)[31] & (scan < S) & ~(due_w.en & (due_w.addr == scan))),
+                     sc_idle.eq(inflight.bit_select(scan, 1) & ~queued.bit_select(scan, 1)
+                                & ~(take_result & (rslot == scan)) & ~(init_go & (s0 == scan))
+                                & ~(scan_go & (sc_slot == scan)) & ~self.start)]
 
         def queue(slot, j, off, set_, retx=0, resends=0):
             """Queue a send of packet j of ``slot`` and record it as the slot's packet in flight."""
@@ -249,14 +265,13 @@ class SwitchClient(wiring.Component):
                              launched.eq(launched + 1)]
             with m.Else():
                 m.d.sync += inflight.bit_select(rslot, 1).eq(0)
-        with m.Elif(can_push & (init_j < S) & (init_off < cfg.count)):
-            s0 = (init_psn & (S - 1))[:7]
+        with m.Elif(init_go):
             init_set = init_psn.bit_select(cfg.window_log2, 1)
             m.d.comb += queue(s0, init_j, init_off, init_set)
             m.d.sync += [phase.bit_select(s0, 1).eq(init_set), inflight.bit_select(s0, 1).eq(1),
                          queued.bit_select(s0, 1).eq(1), init_j.eq(init_j + 1), init_off.eq(init_off + cfg.packet),
                          init_psn.eq(init_psn + 1), launched.eq(launched + 1)]
-        with m.Elif(can_push & inflight.bit_select(sc_slot, 1) & ~queued.bit_select(sc_slot, 1) & sc_due):
+        with m.Elif(scan_go):
             m.d.comb += queue(sc_slot, sc_rec.j, sc_rec.off, phase.bit_select(sc_slot, 1), retx=1,
                               resends=Mux(sc_rec.resends == 7, 7, sc_rec.resends + 1))
             m.d.sync += queued.bit_select(sc_slot, 1).eq(1)
@@ -273,22 +288,26 @@ class SwitchClient(wiring.Component):
 
         # the send at the queue's head is staged in registers with its count, psn and host address, then
         # issued (its DMA read asked for, its header queued) or dropped
-        # (whether it is still current is kept in a register: only a result for its slot can end that)
+        # (whether it is still current, its count, psn and address are found from the staged send the
+        # cycle after; then whether it is current is kept in a register: only a result for its slot ends that)
         iss = Signal(_Header, name="iss")
         iss_addr = Signal(64, name="iss_addr")
         iss_valid, iss_done, iss_current = Signal(name="iss_valid"), Signal(name="iss_done"), Signal(name="iss_current")
+        iss_fresh = Signal(name="iss_fresh")    # staged in the last cycle: whether it is current is found now
 
         def result_for(slot):
             return take_result & (rslot == slot)
-        m.d.sync += iss_current.eq(iss_current & ~result_for(iss.send.slot))
+        m.d.sync += [iss_fresh.eq(0),
+                     iss_current.eq(Mux(iss_fresh, current(iss.send), iss_current) & ~result_for(iss.send.slot))]
         with m.If(send_q.r_rdy & (~iss_valid | iss_done)):
             m.d.comb += send_q.r_en.eq(1)
-            m.d.sync += [iss.send.eq(head), iss.count.eq(count_of(head.off)), iss.psn.eq(first + head.j),
-                         iss_addr.eq(cfg.src + Cat(C(0, 2), head.off)), iss_valid.eq(1),
-                         iss_current.eq(current(head) & ~result_for(head.slot))]
+            m.d.sync += [iss.send.eq(head), iss_valid.eq(1), iss_fresh.eq(1)]
         with m.Elif(iss_done):
             m.d.sync += iss_valid.eq(0)
-        with m.If(iss_valid):
+        with m.If(iss_fresh):                   # its count, psn and host address from the staged send
+            m.d.sync += [iss.count.eq(count_of(iss.send.off)), iss.psn.eq(first + iss.send.j),
+                         iss_addr.eq(cfg.src + Cat(C(0, 2), iss.send.off))]
+        with m.If(iss_valid & ~iss_fresh):
             with m.If(~iss_current | stopping):
                 m.d.comb += iss_done.eq(1)                      # its result came meanwhile: nothing to send
             with m.Elif(hdr_q.w_rdy):

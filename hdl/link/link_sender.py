@@ -120,9 +120,12 @@ class LinkSender(wiring.Component):
         m.d.comb += [rec_r.addr.eq(tx[:rbits]), rec_r.en.eq(1)]
         rec = Signal(Record)
         m.d.comb += rec.eq(rec_r.data)
-        frame_ok = (tx_q == tx) & (tx != written)
+        # una <= tx <= written, high <= una + R: pointers that far apart differ in their low rbits + 1 bits
+        # (and tx moves by at most R a cycle), so those bits compare them: short compares before ``sent``
+        k = rbits + 1
+        frame_ok = (tx_q[:k] == tx[:k]) & (tx[:k] != written[:k])
         sel_frame = ~ctrl.valid & frame_ok
-        again = tx != high              # sent before: a resend (or a probe)
+        again = tx[:k] != high[:k]      # sent before: a resend (or a probe)
         meta = Signal(TxMeta)
         m.d.comb += [meta.eq(rec.meta), meta.ainic.flags.eq(rec.meta.ainic.flags | Mux(again, FrameFlag.retransmit, 0))]
         m.d.comb += [
@@ -175,8 +178,11 @@ class LinkSender(wiring.Component):
         # back-off choosing among them (no shifter between the timer and its reset)
         b = Signal(3)
         m.d.comb += b.eq(Mux(backoff > self.cfg.backoff_max, self.cfg.backoff_max, backoff))
+        # (registered: the timer either restarts or counts up, so the compare of timer + 1 is next cycle's
+        # compare of the timer, unless it restarts; the back-off changes only where the timer restarts)
         waited = Signal()
-        m.d.comb += waited.eq(Array([timer[i:] >= self.cfg.timeout for i in range(8)])[b])
+        timer_up = Signal(40)
+        m.d.comb += timer_up.eq(timer + 1)
         replaying = again
         outstanding = una != high
         # waiting for credit with nothing outstanding and nothing to send: the ack that gave credit may be lost
@@ -186,9 +192,9 @@ class LinkSender(wiring.Component):
         with m.If(progress):
             m.d.sync += backoff.eq(0)
         with m.If(~(outstanding | starved) | replaying | progress | expire | nack_rewind):
-            m.d.sync += timer.eq(0)
+            m.d.sync += [timer.eq(0), waited.eq(0)]
         with m.Else():
-            m.d.sync += timer.eq(timer + 1)
+            m.d.sync += [timer.eq(timer_up), waited.eq(Array([timer_up[i:] >= self.cfg.timeout for i in range(8)])[b])]
         with m.If(nack_rewind):
             m.d.sync += self.nacks_received.eq(self.nacks_received + 1)
         with m.If(expire):

@@ -7,7 +7,7 @@ reverse wire order (the last field in the least significant bits). So the single
 sub-byte fields too (the ainic codec is the high nibble of its byte, IPv4 flags the top 3 bits of theirs).
 """
 
-from amaranth import Cat, Module, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data
 
 from contract.protocol import ETH_FIELDS, HEADER_FIELDS, IPV4_FIELDS, UDP_FIELDS
@@ -33,15 +33,18 @@ def network_order(value, nbytes: int):
     return Cat(*[value[8 * (nbytes - 1 - i):8 * (nbytes - i)] for i in range(nbytes)])
 
 
-def _ip_total(m: Module, ip_bus, name):
-    """The plain sum (20 bits) of the ten big-endian words of a 20-byte IPv4 header, as a balanced tree of
-    adders (four deep, not a chain of nine)."""
-    terms = [Cat(ip_bus[8 * (2 * i + 1):8 * (2 * i + 2)], ip_bus[8 * 2 * i:8 * (2 * i + 1)]) for i in range(10)]
+def ip_words(ip_bus):
+    """The ten big-endian 16-bit words of a 20-byte IPv4 header (bus order)."""
+    return [Cat(ip_bus[8 * (2 * i + 1):8 * (2 * i + 2)], ip_bus[8 * 2 * i:8 * (2 * i + 1)]) for i in range(10)]
+
+
+def sum_tree(m: Module, terms, name, width=20):
+    """The plain sum of ``terms`` as a balanced tree of adders (log2 deep, not a chain)."""
     level = 0
     while len(terms) > 1:
         pairs = []
         for k in range(0, len(terms) - 1, 2):
-            t = Signal(20, name=f"{name}_t{level}_{k // 2}")
+            t = Signal(width, name=f"{name}_t{level}_{k // 2}")
             m.d.comb += t.eq(terms[k] + terms[k + 1])
             pairs.append(t)
         terms = pairs + terms[len(terms) - len(terms) % 2:]
@@ -49,24 +52,28 @@ def _ip_total(m: Module, ip_bus, name):
     return terms[0]
 
 
-def _ip_sum(m: Module, ip_bus, name):
-    """One's-complement sum (folded to 16 bits) of the ten big-endian words of a 20-byte IPv4 header."""
-    total = _ip_total(m, ip_bus, name)
-    fold1 = Signal(17, name=f"{name}_fold1")
-    m.d.comb += fold1.eq(total[:16] + total[16:])
-    fold2 = Signal(16, name=f"{name}_fold2")
-    m.d.comb += fold2.eq(fold1[:16] + fold1[16])
-    return fold2
+def ip_word_sum(m: Module, ip_bus, name):
+    """The plain sum (20 bits) of the ten words of a 20-byte IPv4 header, four adders deep."""
+    return sum_tree(m, ip_words(ip_bus), name)
 
 
-def ipv4_checksum_ok(m: Module, ip_bus, name="ip_csum"):
-    """True if the 20-byte IPv4 header (bus order) has a valid checksum: its words sum to 0xFFFF in one's
-    complement, i.e. their plain sum is a non-zero multiple of 0xFFFF (at most ten of them): equality
-    compares beside each other in place of the two folding adders."""
-    total = _ip_total(m, ip_bus, name)
+def ip_sum_ok(total):
+    """Whether the plain sum of an IPv4 header's ten words says its checksum is right: their
+    one's-complement sum is 0xFFFF exactly when the plain sum is a non-zero multiple of 0xFFFF (at most ten
+    of them): equality compares beside each other in place of the two folding adders."""
     return Cat(*[total == k * 0xFFFF for k in range(1, 11)]).any()
 
 
-def ipv4_checksum(m: Module, ip_bus, name="ip_csum_tx"):
-    """The checksum to send for a 20-byte IPv4 header (bus order) whose checksum field is zero."""
-    return ~_ip_sum(m, ip_bus, name)
+def ones_complement_fold(m: Module, total, name):
+    """A plain sum of at most 16 words (20 bits) folded to its 16-bit one's-complement sum: the low half
+    plus the high bits, and the end-around carry chosen between that sum and the sum plus one (one adder
+    deep, not two in a row)."""
+    low, high = total[:16], total[16:]
+    plain, plus1 = Signal(17, name=f"{name}_fold"), Signal(17, name=f"{name}_fold_plus1")
+    m.d.comb += [plain.eq(low + high), plus1.eq(low + high + 1)]
+    return Mux(plain[16], plus1[:16], plain[:16])
+
+
+def ipv4_checksum_ok(m: Module, ip_bus, name="ip_csum"):
+    """True if the 20-byte IPv4 header (bus order) has a valid checksum (:func:`ip_sum_ok`)."""
+    return ip_sum_ok(ip_word_sum(m, ip_bus, name))

@@ -23,7 +23,7 @@ from contract.protocol import (
     VERSION,
 )
 from hdl.codec.wire_size import payload_bytes
-from hdl.packet.headers import AinicHeader, FrameHeader, ipv4_checksum_ok, network_order
+from hdl.packet.headers import AinicHeader, FrameHeader, ip_sum_ok, ip_words, ipv4_checksum_ok, network_order, sum_tree
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
 
 #: the checks of the ring link's sequence (the last three)
@@ -184,8 +184,13 @@ class RxParser(wiring.Component):
         R = DropReason
         fails = {r: hf_r[i] for i, r in enumerate(HEADER_CHECKS)}
         if early_csum:
+            # (its words' pair sums, the tree's first level, registered with the beat as the header is)
+            words = ip_words(hdr_next[8 * ip_at:8 * udp_at])
+            pair_sums = [Signal(17, name=f"ip_pair{i}") for i in range(5)]
+            with m.If(take):
+                m.d.sync += [p.eq(words[2 * i] + words[2 * i + 1]) for i, p in enumerate(pair_sums)]
             csum_ok = Signal()
-            m.d.sync += csum_ok.eq(ipv4_checksum_ok(m, hdr[8 * ip_at:8 * udp_at]))
+            m.d.sync += csum_ok.eq(ip_sum_ok(sum_tree(m, pair_sums, "ip_csum")))
             fails[R.ip_checksum] = ~csum_ok
         fails.update({
             R.mac_error: f_err,

@@ -6,6 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from contract.enums import DATA_OPCODES
 from contract.protocol import (
+    ETH_BYTES,
     ETHERTYPE_IPV4,
     FRAME_HEADER_BYTES,
     HEADER_BYTES,
@@ -16,8 +17,13 @@ from contract.protocol import (
     UDP_PORT,
 )
 from hdl.codec.wire_size import payload_bytes
-from hdl.packet.headers import AinicHeader, FrameHeader, ipv4_checksum, network_order
+from hdl.packet.headers import AinicHeader, FrameHeader, ip_word_sum, network_order, ones_complement_fold
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_mask
+
+IP_FIXED = IPV4_BYTES + UDP_BYTES + HEADER_BYTES     # IPv4 total length without the payload
+UDP_FIXED = UDP_BYTES + HEADER_BYTES                 # UDP length without the payload
+#: the bytes where the header checksum, the IPv4 total length and the UDP length begin (the order of ``late``)
+LATE_AT = (ETH_BYTES + 10, ETH_BYTES + 2, ETH_BYTES + IPV4_BYTES + 4)
 
 #: ``s_meta``'s record: the ainic header to send, and where to: the next hop's IPv4 and MAC addresses
 TxMeta = data.StructLayout({"ainic": AinicHeader, "dst_ip": 32, "dst_mac": 48})
@@ -35,6 +41,9 @@ class TxBuilder(wiring.Component):
     * Throughput: one beat per cycle on ``m_axis`` for back-to-back frames while the payload keeps up;
       the next record is taken in the cycle the previous frame's last beat leaves.
     * Latency: 1 cycle from ``s_meta`` to the first beat. ``m_axis.tvalid`` never waits on ``tready``.
+    * Timing: the record's header goes into a register as it is taken; the lengths and the IPv4 checksum
+      (which need the payload's length) are computed from registers the cycle after, and registered again
+      where they fall in a later beat than the first (W < 256: no path from ``s_meta`` through the checksum).
     """
 
     def __init__(self, width: int = 512):
@@ -57,40 +66,70 @@ class TxBuilder(wiring.Component):
         meta = self.s_meta.payload
         pin, out = self.s_axis, self.m_axis
 
-        # -- the header of the frame offered on s_meta -----------------------------------------------------
+        # -- the header of the frame offered on s_meta ---------------------------------------------------
         # acks and nacks carry no payload whatever their count says (the ring link's credit, contract/link.py)
         carries = Cat(*[meta.ainic.opcode == op for op in DATA_OPCODES]).any()
         plen = Signal(range(4 * MAX_P + 1), name="tx_plen")
         m.d.comb += plen.eq(Mux(carries, payload_bytes(m, meta.ainic.codec, meta.ainic.count, "tx_count_bytes"), 0))
-        hv = Signal(FrameHeader)
-        m.d.comb += [
-            hv.eth.dst.eq(meta.dst_mac), hv.eth.src.eq(self.cfg_mac), hv.eth.ethertype.eq(ETHERTYPE_IPV4),
-            hv.ipv4.version.eq(4), hv.ipv4.ihl.eq(5), hv.ipv4.total_length.eq(IPV4_BYTES + UDP_BYTES + HEADER_BYTES + plen),
-            hv.ipv4.flags.eq(0b010), hv.ipv4.ttl.eq(64), hv.ipv4.protocol.eq(IP_PROTOCOL_UDP),
-            hv.ipv4.src.eq(self.cfg_ip), hv.ipv4.dst.eq(meta.dst_ip),
-            hv.udp.sport.eq(self.cfg_udp_port), hv.udp.dport.eq(self.cfg_udp_port), hv.udp.length.eq(UDP_BYTES + HEADER_BYTES + plen),
-            hv.ainic.eq(meta.ainic),
-        ]
-        bus = Signal(8 * H)
-        m.d.comb += bus.eq(network_order(hv.as_value(), H))
-        csum = ipv4_checksum(m, bus[8 * 14:8 * 34])
-        header = Cat(bus[:8 * 24], csum[8:], csum[:8], bus[8 * 26:])      # checksum field, big-endian
+
+        def header_of(ainic, dst_ip, dst_mac):
+            """The header with the lengths' fixed parts (the payload's bytes are added a cycle later) and a
+            zero checksum."""
+            hv = Signal(FrameHeader)
+            m.d.comb += [
+                hv.eth.dst.eq(dst_mac), hv.eth.src.eq(self.cfg_mac), hv.eth.ethertype.eq(ETHERTYPE_IPV4),
+                hv.ipv4.version.eq(4), hv.ipv4.ihl.eq(5), hv.ipv4.total_length.eq(IP_FIXED),
+                hv.ipv4.flags.eq(0b010), hv.ipv4.ttl.eq(64), hv.ipv4.protocol.eq(IP_PROTOCOL_UDP),
+                hv.ipv4.src.eq(self.cfg_ip), hv.ipv4.dst.eq(dst_ip),
+                hv.udp.sport.eq(self.cfg_udp_port), hv.udp.dport.eq(self.cfg_udp_port), hv.udp.length.eq(UDP_FIXED),
+                hv.ainic.eq(ainic),
+            ]
+            bus = Signal(8 * H)
+            m.d.comb += bus.eq(network_order(hv.as_value(), H))
+            return bus
+        # the IPv4 words that come from the configuration (and constants), summed ahead in a register: a
+        # record adds only its destination's two words
+        cfg_sum = Signal(20)
+        ip_part = slice(8 * ETH_BYTES, 8 * (ETH_BYTES + IPV4_BYTES))
+        m.d.sync += cfg_sum.eq(ip_word_sum(m, header_of(0, 0, 0)[ip_part], "tx_ip_cfg"))
+        header = header_of(meta.ainic, meta.dst_ip, meta.dst_mac)
+        fixed_sum = cfg_sum + meta.dst_ip[16:] + meta.dst_ip[:16]
+
+        # -- the lengths and the checksum, the cycle after the record is taken ------------------------------
+        # (from registers: the plain sum plus the payload's bytes, folded; a field in the first beat takes
+        # them as they are computed, a field in a later beat from a register)
+        p_plen, p_sum = Signal.like(plen), Signal(20)
+        total = Signal(20, name="tx_ip_total")
+        m.d.comb += total.eq(p_sum + p_plen)
+        csum, ip_len, udp_len = (Signal(16, name=f"tx_{n}") for n in ("ip_csum", "ip_len", "udp_len"))
+        m.d.comb += [csum.eq(~ones_complement_fold(m, total, "tx_ip")), ip_len.eq(IP_FIXED + p_plen),
+                     udp_len.eq(UDP_FIXED + p_plen)]
+        late = Cat(csum, ip_len, udp_len)
+        late_q = Signal(48)
+        m.d.sync += late_q.eq(late)
+        hdr = Signal(8 * H)
+        full = Signal(8 * H)
+        patched = {LATE_AT[i]: (late if LATE_AT[i] < B else late_q)[16 * i:16 * i + 16] for i in range(3)}
+        parts, at = [], 0
+        for off in sorted(patched):
+            parts += [hdr[8 * at:8 * off], patched[off][8:], patched[off][:8]]      # big-endian
+            at = off + 2
+        m.d.comb += full.eq(Cat(*parts, hdr[8 * at:]))
 
         # -- frame state -------------------------------------------------------------------------------------
         active = Signal()
-        hdr = Signal(8 * H)
         idx = Signal(range(max(K + 1, 2)))              # output beat index, saturating at K
         left = Signal(17)                               # frame bytes still to send
         in_left = Signal(17)                            # payload bytes still to read
         prev_tail = Signal(8 * o)
 
         need_input = in_left != 0
-        hdr_beats = Cat(hdr, C(0, 8 * (K * B - H)))
+        hdr_beats = Cat(full, C(0, 8 * (K * B - H)))
         beat_data = Signal(W)
         with m.If(idx < K - 1):
             m.d.comb += beat_data.eq(hdr_beats.word_select(idx, W))
         with m.Elif(idx == K - 1):
-            m.d.comb += beat_data.eq(Cat(hdr[8 * (K - 1) * B:], pin.tdata[:8 * (B - o)]))
+            m.d.comb += beat_data.eq(Cat(full[8 * (K - 1) * B:], pin.tdata[:8 * (B - o)]))
         with m.Else():
             m.d.comb += beat_data.eq(Cat(prev_tail, pin.tdata[:8 * (B - o)]))
         uses_input = (idx >= K - 1) & need_input
@@ -115,5 +154,6 @@ class TxBuilder(wiring.Component):
             with m.If(out.tlast):
                 m.d.sync += active.eq(0)
         with m.If(self.s_meta.valid & self.s_meta.ready):
-            m.d.sync += [active.eq(1), hdr.eq(header), idx.eq(0), left.eq(H + plen), in_left.eq(plen)]
+            m.d.sync += [active.eq(1), hdr.eq(header), idx.eq(0), left.eq(H + plen), in_left.eq(plen),
+                         p_plen.eq(plen), p_sum.eq(fixed_sum)]
         return m

@@ -39,6 +39,9 @@ def result_layout(ports: int) -> data.StructLayout:
 
 
 #: what happened to one contribution, for the counters: ``reason`` is PASS unless it was dropped
+#: cycles from a beat's read-add-write to its rounded result: a register, then the rounding lane
+ROUND_LATENCY = 1 + ExactRounderLane.LATENCY
+
 EngineEvent = data.StructLayout({
     "valid": 1, "job": JOB_BITS, "absorbed": 1, "completed": 1, "unicast": 1, "reason": range(PASS + 1),
 })
@@ -60,7 +63,10 @@ class AggregationEngine(wiring.Component):
       again from memory for a unicast; then encoded with the job's codec (a
       :class:`~hdl.codec.compressor.Compressor`) and offered on ``m_meta`` / ``m_axis`` with the
       destination ports.
-    * Throughput: a contribution of k beats takes k + 2 cycles. ``clear`` empties the engine's slots in
+    * Throughput: a contribution of k beats takes k + 2 cycles (while the result queue has room for a
+      packet besides what it holds: a contribution waits for that room whether or not it completes its
+      round). The decision's writes (the slot's state, the result's record, the event) follow a cycle
+      later, from registers. ``clear`` empties the engine's slots in
       [``clear_base``, ``clear_base + clear_count``) (2 cycles a slot); reset empties all of them. While
       ``clearing`` no contribution is taken.
     * Memory: ``2 · slots · max_packet / (W/32)`` words of W/32 · 337 bits (the accumulators) and
@@ -101,7 +107,9 @@ class AggregationEngine(wiring.Component):
 
         m.submodules.state = state_mem = Memory(shape=SlotState, depth=sets, init=[])
         st_w = state_mem.write_port()
-        st_r = state_mem.read_port(transparent_for=(st_w,))
+        # (not transparent: no read meets a write to its row in the same cycle, and without it the read's
+        # register stays at the output of the distributed RAM, where the decision's path starts)
+        st_r = state_mem.read_port()
         acc_word = data.ArrayLayout(AccElem, lanes)
         m.submodules.acc = acc_mem = Memory(shape=acc_word, depth=sets * beats, init=[])
         acc_w = acc_mem.write_port()
@@ -165,17 +173,32 @@ class AggregationEngine(wiring.Component):
             m.d.comb += [new_state.eq(st), new_state.bitmap.eq(st.bitmap | bit), new_state.count.eq(st.count + 1)]
 
         # results waiting for the compressor: room for a whole packet and the rounder's pipeline first
-        fifo_depth = 1 << (2 * beats + ExactRounderLane.LATENCY + 4 - 1).bit_length()
+        fifo_depth = 1 << (2 * beats + ROUND_LATENCY + 4 - 1).bit_length()
         m.submodules.rq = rq = SyncFIFOBuffered(width=W + B + 1, depth=fifo_depth)
         m.submodules.rmeta = rmeta = SyncFIFOBuffered(width=self.result.size, depth=4)
         in_flight = Signal(range(fifo_depth + 1))         # beats inside the rounder pipeline
-        room = (rq.level + in_flight + beats + 2 <= fifo_depth) & rmeta.w_rdy
+        # room for a result, from registers and with a margin for what they do not show yet: asked before
+        # the decision (whether the contribution completes its slot is not known then), the beats that
+        # reach the rounder in the two cycles between the sample and the decision, and the result record
+        # written the cycle after a decision
+        room = Signal()
+        m.d.sync += room.eq((rq.level + in_flight + beats + 4 <= fifo_depth) & (rmeta.level + 2 <= rmeta.depth))
 
         # payload phase
         mode_emit, mode_write, mode_fresh, mode_read = Signal(), Signal(), Signal(), Signal()
         base = Signal(range(sets * beats))
         b = Signal(beat_bits + 1)
         is_int = Signal()
+        # what a decision writes (the slot's state, the result's record, the event) is written the cycle
+        # after, from registers: the decision's own path ends in flip-flops
+        act_state, act_result, act_event = Signal(), Signal(), Signal()
+        act_addr = Signal(range(sets))
+        act_new = Signal(SlotState)
+        act_r = Signal(self.result)
+        act_ev = Signal(EngineEvent)
+        m.d.sync += [act_state.eq(0), act_result.eq(0), act_event.eq(0)]
+        m.d.comb += [rmeta.w_data.eq(act_r), rmeta.w_en.eq(act_result), self.event.eq(act_ev),
+                     self.event.valid.eq(act_event)]
 
         with m.FSM():
             with m.State("IDLE"):
@@ -186,31 +209,31 @@ class AggregationEngine(wiring.Component):
                     m.d.sync += walk.eq(walk + 1)
                     with m.If(walk == sets - 1):
                         m.d.sync += [walking.eq(0), walk.eq(0)]
-                with m.Elif(self.s_meta.valid):
+                with m.Elif(self.s_meta.valid & room):
                     m.d.comb += [st_r.addr.eq(set_addr), st_r.en.eq(1)]
                     m.next = "DECIDE"
             with m.State("DECIDE"):
-                m.d.comb += [st_r.addr.eq(set_addr), st_r.en.eq(1)]
-                with m.If(~emits | room):
-                    m.d.comb += [self.s_meta.ready.eq(1), self.event.valid.eq(1), self.event.job.eq(meta.job),
-                                 self.event.absorbed.eq(start | absorb), self.event.completed.eq(completes),
-                                 self.event.unicast.eq(unicast), self.event.reason.eq(reason)]
-                    with m.If(start | absorb):
-                        m.d.comb += [st_w.addr.eq(set_addr), st_w.data.eq(new_state), st_w.en.eq(1)]
-                    m.d.sync += [mode_emit.eq(emits), mode_write.eq(start | absorb), mode_fresh.eq(start),
-                                 mode_read.eq(absorb | unicast), base.eq(set_addr * beats), b.eq(0),
-                                 is_int.eq(meta.dtype == Dtype.int32)]
-                    r = Signal(self.result)
-                    m.d.comb += [r.job.eq(meta.job), r.job_id.eq(meta.job_id), r.slot.eq(meta.slot),
-                                 r.set.eq(meta.set), r.psn.eq(Mux(start, meta.psn, st.psn)),
-                                 r.offset.eq(meta.offset), r.count.eq(meta.count),
-                                 r.collective.eq(Mux(start, meta.collective, st.collective)),
-                                 r.codec.eq(meta.codec), r.dtype.eq(meta.dtype), r.retransmit.eq(unicast),
-                                 r.dest.eq(Mux(unicast, 1 << meta.port, member_mask(m, job, self.ports, "dest")))]
-                    m.d.comb += [rmeta.w_data.eq(r), rmeta.w_en.eq(emits)]
-                    m.next = "PAYLOAD"
+                m.d.comb += [st_r.addr.eq(set_addr), st_r.en.eq(1), self.s_meta.ready.eq(1)]
+                m.d.sync += [act_event.eq(1), act_ev.job.eq(meta.job), act_ev.absorbed.eq(start | absorb),
+                             act_ev.completed.eq(completes), act_ev.unicast.eq(unicast), act_ev.reason.eq(reason),
+                             act_state.eq(start | absorb), act_addr.eq(set_addr), act_new.eq(new_state),
+                             act_result.eq(emits)]
+                m.d.sync += [mode_emit.eq(emits), mode_write.eq(start | absorb), mode_fresh.eq(start),
+                             mode_read.eq(absorb | unicast), base.eq(set_addr * beats), b.eq(0),
+                             is_int.eq(meta.dtype == Dtype.int32)]
+                r = Signal(self.result)
+                m.d.comb += [r.job.eq(meta.job), r.job_id.eq(meta.job_id), r.slot.eq(meta.slot),
+                             r.set.eq(meta.set), r.psn.eq(Mux(start, meta.psn, st.psn)),
+                             r.offset.eq(meta.offset), r.count.eq(meta.count),
+                             r.collective.eq(Mux(start, meta.collective, st.collective)),
+                             r.codec.eq(meta.codec), r.dtype.eq(meta.dtype), r.retransmit.eq(unicast),
+                             r.dest.eq(Mux(unicast, 1 << meta.port, member_mask(m, job, self.ports, "dest")))]
+                m.d.sync += act_r.eq(r)
+                m.next = "PAYLOAD"
             with m.State("PAYLOAD"):
                 m.d.comb += self.s_axis.tready.eq(1)
+                with m.If(act_state):               # (the first cycle after the decision: no walk runs)
+                    m.d.comb += [st_w.addr.eq(act_addr), st_w.data.eq(act_new), st_w.en.eq(1)]
                 with m.If(self.s_axis.tvalid & self.s_axis.tlast):
                     m.next = "IDLE"
 
@@ -241,8 +264,12 @@ class AggregationEngine(wiring.Component):
         m.d.comb += [to_round.eq(Mux(mode_write, summed, acc_in)),
                      acc_w.addr.eq(p_addr), acc_w.data.eq(summed), acc_w.en.eq(p_valid & mode_write)]
 
-        # -- round, then queue for the compressor --------------------------------------------------------
-        L = ExactRounderLane.LATENCY
+        # -- round (from a register: the read-add-write's sum ends in flip-flops), then queue for the
+        # compressor ---------------------------------------------------------------------------------------
+        L = ROUND_LATENCY
+        round_in = Signal(acc_word)
+        is_int_q = Signal()
+        m.d.sync += [round_in.eq(to_round), is_int_q.eq(is_int)]
         r_valid = Signal(L)
         r_keep = Signal(B * L)
         r_last = Signal(L)
@@ -252,7 +279,7 @@ class AggregationEngine(wiring.Component):
         rounded = Signal(W)
         for i in range(lanes):
             m.submodules[f"round{i}"] = rnd = ExactRounderLane()
-            m.d.comb += [rnd.acc.eq(to_round[i]), rnd.is_int.eq(is_int), rounded[32 * i:32 * (i + 1)].eq(rnd.result)]
+            m.d.comb += [rnd.acc.eq(round_in[i]), rnd.is_int.eq(is_int_q), rounded[32 * i:32 * (i + 1)].eq(rnd.result)]
         out_valid = r_valid[-1]
         m.d.comb += [rq.w_data.eq(Cat(rounded, r_keep[-B:], r_last[-1])), rq.w_en.eq(out_valid)]
         m.d.sync += in_flight.eq(in_flight + go - out_valid)

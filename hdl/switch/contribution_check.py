@@ -1,7 +1,7 @@
 """Checks of a frame addressed to the aggregation switch against its job table (the decision table's first
 six rows), and the record that routes a contribution to its aggregation engine."""
 
-from amaranth import Module, Signal
+from amaranth import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -9,7 +9,7 @@ from contract.enums import AggDrop, Codec, Dtype, FrameFlag, FrameOpcode
 from contract.in_network import MAX_SWITCH_JOBS
 from contract.protocol import MAX_P
 from hdl.packet.headers import AinicHeader
-from hdl.switch.job_table import POOL_BITS, PORT_BITS, WORKER_BITS, JobEntry, find_job, pick
+from hdl.switch.job_table import POOL_BITS, PORT_BITS, WORKER_BITS, JobEntry
 
 MAX_JOBS = MAX_SWITCH_JOBS
 JOB_BITS = (MAX_JOBS - 1).bit_length()
@@ -39,7 +39,8 @@ PASS = len(AggDrop)
 class ContributionCheck(wiring.Component):
     """``reason``: the first failing check of docs/in_network.md's decision table, rows 1-6 (an
     ``AggDrop``: opcode, unknown_job, not_member, dtype, slot_range, count), or :data:`PASS`; ``record``:
-    the contribution's routing record. Combinational; the job table has ``max_jobs`` entries."""
+    the contribution's routing record. Combinational; the job table has ``max_jobs`` entries, each checked
+    beside the others (the matching entry's verdicts are chosen, not looked up and then computed)."""
 
     def __init__(self, ports: int, max_jobs: int = 4):
         if not 1 <= max_jobs <= MAX_JOBS:
@@ -58,29 +59,47 @@ class ContributionCheck(wiring.Component):
         m = Module()
         h = self.header
         jobs = [self.jobs[i] for i in range(self.max_jobs)]
-        found, index = find_job(m, jobs, h.job, "job")
-        job = pick(jobs, index)
-        member = (h.worker < job.workers) & (job.ports[h.worker[:WORKER_BITS]] == self.port)
-        window = Signal(9)
-        m.d.comb += window.eq(1 << job.window_log2)
         R = AggDrop
+        # every entry's checks beside the others', then the matching entry's chosen (one-hot, the first
+        # enabled entry with the frame's job id): no path looks an entry up and then compares against it
+        match = [j.enable & (j.job == h.job) for j in jobs]
+        hit = [Signal(name=f"job_hit{i}") for i in range(self.max_jobs)]
+        for i in range(self.max_jobs):
+            m.d.comb += hit[i].eq(match[i] & ~Cat(0, *match[:i]).any())
+
+        def chosen(values, width):
+            """The hit entry's value (0 when none is hit)."""
+            out = Signal(width)
+            acc = 0
+            for k, v in zip(hit, values):
+                acc = acc | Mux(k, v, 0)
+            m.d.comb += out.eq(acc)
+            return out
+
+        window_bad = [h.slot >= (Const(1, 9) << j.window_log2) for j in jobs]
+        member = [(h.worker < j.workers) & (j.ports[h.worker[:WORKER_BITS]] == self.port) for j in jobs]
+        found = Cat(*hit).any()
         fails = [
             (R.opcode, h.opcode != FrameOpcode.aggregate),
             (R.unknown_job, ~found),
-            (R.not_member, ~member),
-            (R.dtype, (h.dtype != job.dtype) | (h.codec != job.codec)),
-            (R.slot_range, h.slot >= window),
-            (R.count, h.count > job.packet),
+            (R.not_member, ~chosen(member, 1)),
+            (R.dtype, chosen([(h.dtype != j.dtype) | (h.codec != j.codec) for j in jobs], 1)),
+            (R.slot_range, chosen(window_bad, 1)),
+            (R.count, chosen([h.count > j.packet for j in jobs], 1)),
         ]
         m.d.comb += self.reason.eq(PASS)
         for reason, bad in reversed(fails):
             with m.If(bad):
                 m.d.comb += self.reason.eq(reason)
         r = self.record
+        index = chosen(list(range(self.max_jobs)), JOB_BITS)
         m.d.comb += [
-            r.job.eq(index), r.job_id.eq(h.job), r.pool_slot.eq(job.slot_base + h.slot[:9]), r.slot.eq(h.slot),
-            r.set.eq((h.flags & FrameFlag.shadow) != 0), r.psn.eq(h.psn), r.offset.eq(h.offset),
-            r.count.eq(h.count), r.collective.eq(h.collective), r.worker.eq(h.worker),
-            r.workers.eq(job.workers), r.port.eq(self.port), r.codec.eq(job.codec), r.dtype.eq(job.dtype),
+            r.job.eq(index), r.job_id.eq(h.job),
+            r.pool_slot.eq(chosen([(j.slot_base + h.slot[:9])[:POOL_BITS] for j in jobs], POOL_BITS)),
+            r.slot.eq(h.slot), r.set.eq((h.flags & FrameFlag.shadow) != 0), r.psn.eq(h.psn),
+            r.offset.eq(h.offset), r.count.eq(h.count), r.collective.eq(h.collective), r.worker.eq(h.worker),
+            r.workers.eq(chosen([j.workers for j in jobs], len(r.workers))), r.port.eq(self.port),
+            r.codec.eq(chosen([j.codec for j in jobs], len(Value.cast(r.codec)))),
+            r.dtype.eq(chosen([j.dtype for j in jobs], len(Value.cast(r.dtype)))),
         ]
         return m

@@ -11,6 +11,7 @@ from contract.protocol import UDP_PORT
 from hdl.codec.decompressor import Decompressor
 from hdl.packet.rx_parser import RxParser
 from hdl.stream.axis import AxiStreamSignature
+from hdl.stream.register_slice import skid_buffer
 from hdl.switch.contribution_check import JOB_BITS, PASS, Contribution, ContributionCheck
 from hdl.switch.job_table import JobEntry
 
@@ -33,8 +34,9 @@ class SwitchIngress(wiring.Component):
     * ``port``: which of the switch's ports this is (a constant where the switch instantiates it: an input
       rather than a parameter so that the N ingresses are one module, which a simulator compiles once).
 
-    * One frame at a time is decoded (the decoder's codec changes only while it is empty); the parser
-      buffers what arrives meanwhile. ``stat_accepted`` / ``stat_drops``: the parser's counters.
+    * One frame at a time is decoded (the decoder's codec changes only while it is empty, and its input
+      comes through a register slice); the parser buffers what arrives meanwhile.
+      ``stat_accepted`` / ``stat_drops``: the parser's counters.
     """
 
     def __init__(self, width: int, ports: int, max_jobs: int = 4):
@@ -87,17 +89,29 @@ class SwitchIngress(wiring.Component):
         first = Signal(init=1)
         fed = Signal()                          # the payload's last beat is in the decoder
         m.d.comb += dec.cfg_codec.eq(record.codec)
+        # the payload reaches the decoder through a register slice: the state and the parser's stream
+        # stop at its registers, not in the decoder's unpacker
+        feed_valid, feed_ready, feed_user = Signal(), Signal(), Signal.like(dec_in.tuser)
+        skid_buffer(m, "feed", feed_valid, feed_ready, dec_in.tvalid, dec_in.tready,
+                    [(pay.tdata, dec_in.tdata), (pay.tkeep, dec_in.tkeep), (pay.tlast, dec_in.tlast),
+                     (feed_user, dec_in.tuser)])
+        # the checks of the record at the parser's output, registered: valid once the record has waited a
+        # cycle (a record waits unchanged until it is taken; one that arrives while a frame decodes has)
+        checked = Signal()
+        chk_record, chk_reason, chk_payload = Signal(Contribution), Signal.like(check.reason), Signal()
+        m.d.sync += [checked.eq(parser.m_meta.valid & ~parser.m_meta.ready), chk_record.eq(check.record),
+                     chk_reason.eq(check.reason),
+                     chk_payload.eq(Cat(*[header.opcode == op for op in DATA_OPCODES]).any())]
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += parser.m_meta.ready.eq(1)
-                with m.If(parser.m_meta.valid):
-                    m.d.sync += [record.eq(check.record), first.eq(1),
-                                 has_payload.eq(Cat(*[header.opcode == op for op in DATA_OPCODES]).any())]
-                    m.d.comb += [self.check_event.valid.eq(check.reason != PASS),
-                                 self.check_event.job_valid.eq(check.reason > AggDrop.unknown_job),
-                                 self.check_event.job.eq(check.record.job),
-                                 self.check_event.reason.eq(check.reason)]
-                    with m.If(check.reason == PASS):
+                m.d.comb += parser.m_meta.ready.eq(checked)
+                with m.If(parser.m_meta.valid & checked):
+                    m.d.sync += [record.eq(chk_record), first.eq(1), has_payload.eq(chk_payload)]
+                    m.d.comb += [self.check_event.valid.eq(chk_reason != PASS),
+                                 self.check_event.job_valid.eq(chk_reason > AggDrop.unknown_job),
+                                 self.check_event.job.eq(chk_record.job),
+                                 self.check_event.reason.eq(chk_reason)]
+                    with m.If(chk_reason == PASS):
                         m.next = "OFFER"
                     with m.Else():
                         m.next = "DROP"
@@ -110,9 +124,8 @@ class SwitchIngress(wiring.Component):
                 with m.If(self.m_meta.ready):
                     m.next = "DECODE"
             with m.State("DECODE"):
-                m.d.comb += [dec_in.tdata.eq(pay.tdata), dec_in.tkeep.eq(pay.tkeep), dec_in.tlast.eq(pay.tlast),
-                             dec_in.tuser.eq(Mux(first, record.count, 0)), dec_in.tvalid.eq(pay.tvalid & ~fed),
-                             pay.tready.eq(dec_in.tready & ~fed)]
+                m.d.comb += [feed_user.eq(Mux(first, record.count, 0)), feed_valid.eq(pay.tvalid & ~fed),
+                             pay.tready.eq(feed_ready & ~fed)]
                 with m.If(pay.tvalid & pay.tready):
                     m.d.sync += first.eq(0)
                     with m.If(pay.tlast):
