@@ -11,6 +11,7 @@ from contract.in_network import SWITCH_RANK
 from contract.protocol import MAX_P, UDP_PORT, VERSION
 from hdl.packet.tx_builder import TxBuilder, TxMeta
 from hdl.stream.axis import AxiStreamSignature
+from hdl.stream.register_slice import skid_buffer
 from hdl.switch.aggregation_engine import result_layout
 from hdl.switch.job_table import JobEntry, pick, worker_of_port
 
@@ -71,9 +72,12 @@ class SwitchEgress(wiring.Component):
             meta.dst_mac.eq(self.cfg_port_mac), meta.dst_ip.eq(self.cfg_port_ip),
             tx.cfg_mac.eq(self.cfg_mac), tx.cfg_ip.eq(self.cfg_ip), tx.cfg_udp_port.eq(self.cfg_udp_port),
             tx.s_meta.payload.eq(meta), tx.s_meta.valid.eq(mq.r_rdy), mq.r_en.eq(tx.s_meta.ready),
-            tx.s_axis.tdata.eq(pq.r_data[:W]), tx.s_axis.tkeep.eq(pq.r_data[W:W + B]),
-            tx.s_axis.tlast.eq(pq.r_data[W + B]), tx.s_axis.tvalid.eq(pq.r_rdy), pq.r_en.eq(tx.s_axis.tready),
         ]
+        # the payload reaches the builder through a register slice: its handshake stops there, not in the
+        # payload queue's level logic
+        skid_buffer(m, "payload", pq.r_rdy, pq.r_en, tx.s_axis.tvalid, tx.s_axis.tready,
+                    [(pq.r_data[:W], tx.s_axis.tdata), (pq.r_data[W:W + B], tx.s_axis.tkeep),
+                     (pq.r_data[W + B], tx.s_axis.tlast)])
 
         # -- results and forwarded frames take turns, a frame at a time -----------------------------------
         built, fwd, o = tx.m_axis, self.s_fwd, self.m_axis
