@@ -31,6 +31,17 @@ def _bytes(fields) -> int:
     return bits // 8
 
 
+def field_byte(fields, name: str) -> int:
+    """Where field ``name`` begins, in bytes from the start of its header (``fields`` in wire order)."""
+    bits = 0
+    for field, width in fields:
+        if field == name:
+            assert bits % 8 == 0, (name, bits)
+            return bits // 8
+        bits += width
+    raise KeyError(name)
+
+
 ETH_BYTES, IPV4_BYTES, UDP_BYTES = _bytes(ETH_FIELDS), _bytes(IPV4_FIELDS), _bytes(UDP_FIELDS)   # 14, 20, 8
 HEADER_BYTES = _bytes(HEADER_FIELDS)                                                             # 32
 #: every header in front of the payload: 14 + 20 + 8 + 32 = 74 bytes

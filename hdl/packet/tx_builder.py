@@ -12,9 +12,12 @@ from contract.protocol import (
     HEADER_BYTES,
     IP_PROTOCOL_UDP,
     IPV4_BYTES,
+    IPV4_FIELDS,
     MAX_P,
     UDP_BYTES,
+    UDP_FIELDS,
     UDP_PORT,
+    field_byte,
 )
 from hdl.codec.wire_size import payload_bytes
 from hdl.packet.headers import AinicHeader, FrameHeader, ip_word_sum, network_order, ones_complement_fold
@@ -23,7 +26,8 @@ from hdl.stream.axis import AxiStreamSignature, check_width, keep_mask
 IP_FIXED = IPV4_BYTES + UDP_BYTES + HEADER_BYTES     # IPv4 total length without the payload
 UDP_FIXED = UDP_BYTES + HEADER_BYTES                 # UDP length without the payload
 #: the bytes where the header checksum, the IPv4 total length and the UDP length begin (the order of ``late``)
-LATE_AT = (ETH_BYTES + 10, ETH_BYTES + 2, ETH_BYTES + IPV4_BYTES + 4)
+LATE_AT = (ETH_BYTES + field_byte(IPV4_FIELDS, "checksum"), ETH_BYTES + field_byte(IPV4_FIELDS, "total_length"),
+           ETH_BYTES + IPV4_BYTES + field_byte(UDP_FIELDS, "length"))
 
 #: ``s_meta``'s record: the ainic header to send, and where to: the next hop's IPv4 and MAC addresses
 TxMeta = data.StructLayout({"ainic": AinicHeader, "dst_ip": 32, "dst_mac": 48})

@@ -9,7 +9,7 @@ from contract.enums import AggDrop, Codec, Dtype, FrameFlag, FrameOpcode
 from contract.in_network import MAX_SWITCH_JOBS
 from contract.protocol import MAX_P
 from hdl.packet.headers import AinicHeader
-from hdl.switch.job_table import POOL_BITS, PORT_BITS, WORKER_BITS, JobEntry
+from hdl.switch.job_table import POOL_BITS, PORT_BITS, WORKER_BITS, JobEntry, job_hits
 
 MAX_JOBS = MAX_SWITCH_JOBS
 JOB_BITS = (MAX_JOBS - 1).bit_length()
@@ -62,10 +62,7 @@ class ContributionCheck(wiring.Component):
         R = AggDrop
         # every entry's checks beside the others', then the matching entry's chosen (one-hot, the first
         # enabled entry with the frame's job id): no path looks an entry up and then compares against it
-        match = [j.enable & (j.job == h.job) for j in jobs]
-        hit = [Signal(name=f"job_hit{i}") for i in range(self.max_jobs)]
-        for i in range(self.max_jobs):
-            m.d.comb += hit[i].eq(match[i] & ~Cat(0, *match[:i]).any())
+        hit = job_hits(m, jobs, h.job, "job")
 
         def chosen(values, width):
             """The hit entry's value (0 when none is hit)."""

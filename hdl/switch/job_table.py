@@ -55,14 +55,13 @@ def worker_of_port(m, entry, port, name: str):
     return w
 
 
-def find_job(m, jobs, job_id, name: str):
-    """(found, index) of the enabled entry of ``jobs`` (an array of JobEntry) with this job id."""
-    found = Signal(name=f"{name}_found")
-    index = Signal(range(max(len(jobs), 2)), name=f"{name}_index")
-    for i in reversed(range(len(jobs))):
-        with m.If(jobs[i].enable & (jobs[i].job == job_id)):
-            m.d.comb += [found.eq(1), index.eq(i)]
-    return found, index
+def job_hits(m, jobs, job_id, name: str) -> list:
+    """One-hot: which entry of ``jobs`` (an array of JobEntry) holds this job id (the first enabled one)."""
+    match = [j.enable & (j.job == job_id) for j in jobs]
+    hits = [Signal(name=f"{name}_hit{i}") for i in range(len(jobs))]
+    for i, hit in enumerate(hits):
+        m.d.comb += hit.eq(match[i] & ~Cat(0, *match[:i]).any())
+    return hits
 
 
 def pick(jobs, index):
