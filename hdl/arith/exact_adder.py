@@ -54,6 +54,43 @@ def exact_term(m, term, is_int, name="term"):
     return out
 
 
+#: a term made ready to add, one step further (:func:`exact_addend`): for each limb what it adds (the
+#: term's magnitude where it falls, inverted when the term is negative, sign-extended) and the carry that
+#: completes a negation, so that the sum of a limb is one addition with a carry in (one carry chain)
+ExactAddend = data.StructLayout({
+    "limbs": data.ArrayLayout(signed(LIMB_WIDTH), LIMBS),
+    "carry": LIMBS,
+    "nan": 1,
+    "pos_inf": 1,
+    "neg_inf": 1,
+    "neg_zero": 1,
+})
+
+#: the addend that leaves a sum as it is (what a lane adds when it only reads)
+NEUTRAL_ADDEND = {"limbs": [0] * LIMBS, "carry": 0, "nan": 0, "pos_inf": 0, "neg_inf": 0, "neg_zero": 1}
+
+
+def exact_addend(m, term, is_int, name="term"):
+    """``term`` (binary32, or int32 with ``is_int``) as an :data:`ExactAddend`: everything of the addition
+    that does not need the running sum (magnitude, alignment, the limbs it falls in, its sign)."""
+    return place_term(m, exact_term(m, term, is_int, name), name)
+
+
+def place_term(m, x, name="term"):
+    """An :data:`ExactTerm` as an :data:`ExactAddend` (its limbs placed, inverted when negative): the step
+    that a pipeline can register apart from :func:`exact_term` while the sum is read."""
+    out = Signal(ExactAddend, name=f"{name}_addend")
+    for j in range(LIMBS):
+        part = Mux(x.k == j, x.wide[:32], x.wide[32:])
+        here = (x.k == j) | (x.k + 1 == j)
+        m.d.comb += [out.limbs[j].eq(Mux(here, Cat(part ^ x.sign.replicate(LIMB_BITS),
+                                                       x.sign.replicate(LIMB_WIDTH - LIMB_BITS)), 0)),
+                     out.carry[j].eq(here & x.sign)]
+    m.d.comb += [out.nan.eq(x.nan), out.pos_inf.eq(x.pos_inf), out.neg_inf.eq(x.neg_inf),
+                 out.neg_zero.eq(x.neg_zero)]
+    return out
+
+
 class ExactAdderLane(wiring.Component):
     """``sum = acc + term``, exactly: ``term`` (binary32, or int32 with ``is_int``) is added to the running
     sum ``acc`` with no rounding at all; with ``fresh`` the sum starts from the term alone (``acc`` is not
@@ -65,14 +102,15 @@ class ExactAdderLane(wiring.Component):
       so no carry ever crosses a limb here: up to 16 terms fit.
     * NaN and infinities are flags beside the sum; a NaN term adds nothing else.
     * Combinational (latency 0): the engine registers around it. With ``prepared``, ``term`` is an
-      :data:`ExactTerm` that the pipeline made (and registered) a stage earlier with :func:`exact_term`,
-      and there is no ``is_int``. Together with the rounder it is bit-exact with
-      ``host_driver.models.numerics.exact_sum_f32`` and ``sum_i32``.
+      :data:`ExactAddend` that the pipeline made (and registered) stages earlier with
+      :func:`exact_term` and :func:`place_term`, and there is no ``is_int``: each limb is then one addition with a carry in.
+      Together with the rounder it is bit-exact with ``host_driver.models.numerics.exact_sum_f32`` and
+      ``sum_i32``.
     """
 
     def __init__(self, prepared: bool = False):
         self.prepared = prepared
-        members = {"acc": In(AccElem), "term": In(ExactTerm if prepared else 32), "fresh": In(1),
+        members = {"acc": In(AccElem), "term": In(ExactAddend if prepared else 32), "fresh": In(1),
                    "sum": Out(AccElem)}
         if not prepared:
             members["is_int"] = In(1)
@@ -80,12 +118,11 @@ class ExactAdderLane(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        x = self.term if self.prepared else exact_term(m, self.term, self.is_int)
+        x = self.term if self.prepared else exact_addend(m, self.term, self.is_int)
         base = Signal(AccElem)
         m.d.comb += base.eq(Mux(self.fresh, 0, self.acc))
         for j in range(LIMBS):
-            part = Mux(x.k == j, x.wide[:32], Mux(x.k + 1 == j, x.wide[32:], 0))
-            m.d.comb += self.sum.limbs[j].eq(Mux(x.sign, base.limbs[j] - part, base.limbs[j] + part))
+            m.d.comb += self.sum.limbs[j].eq(base.limbs[j] + x.limbs[j] + x.carry[j])
         m.d.comb += [
             self.sum.nan.eq(base.nan | x.nan),
             self.sum.pos_inf.eq(base.pos_inf | x.pos_inf),

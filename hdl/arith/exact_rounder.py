@@ -129,30 +129,36 @@ class ExactRounderLane(wiring.Component):
         q25 = Signal(25, name="kept_and_guard")
         m.d.comb += q25.eq((window >> s6["gpos"])[:25])
         below_guard = Cat(*(window[i] & (s6["gpos"] > i) for i in range(64))).any()
+        # the exponent field for either outcome of the rounding (its carry adds one to the shift), and the
+        # int32 result with its saturation, found here: the last stage only chooses
+        sh = s6["shift"]
+        ef0, ef1 = Signal(10, name="exp_field0"), Signal(10, name="exp_field1")
+        m.d.comb += [ef0.eq(Mux(sh == 0, 0, sh + 1)), ef1.eq(sh + 2)]
+        im, ih, ineg = s6["int_mag"], s6["int_high"], s6["neg"]
+        over = ih | Mux(ineg, im > INT32_MIN, im > INT32_MAX)
+        sat = Mux(ineg, Const(INT32_MIN, 32), Const(INT32_MAX, 32))
+        exact = Mux(ineg, -im[:32], im[:32])
         s7 = {name: register(m, v, f"s7_{name}") for name, v in
               (("q", q25[1:]), ("guard", ~small & q25[0]), ("sticky", ~small & (below_guard | s6["below"])),
-               ("shift", s6["shift"]), ("zero", s6["zero"]), ("neg", s6["neg"]), ("flags", s6["flags"]),
-               ("int_mag", s6["int_mag"]), ("int_high", s6["int_high"]))}
+               ("sh_zero", sh == 0), ("ef0", ef0[:8]), ("ef1", ef1[:8]), ("big0", ef0 >= 0xFF),
+               ("big1", ef1 >= 0xFF), ("zero", s6["zero"]), ("neg", s6["neg"]), ("flags", s6["flags"]),
+               ("int_over", over), ("int_result", Mux(over, sat, exact)))}
         s6 = s7
 
-        # -- stage 8: round, pack, special values, int32 saturation -----------------------------------
+        # -- stage 8: round, pack, special values ------------------------------------------------------
         nan_f, pinf, ninf, negzero, is_int = (s6["flags"][i] for i in range(5))
         up = s6["guard"] & (s6["sticky"] | s6["q"][0])
         q2 = Signal(25, name="rounded")
         m.d.comb += q2.eq(s6["q"] + up)
         carry_out = q2[24]
         mant = Mux(carry_out, q2[1:25], q2[:24])
-        shift = Signal(10, name="final_shift")
-        m.d.comb += shift.eq(s6["shift"] + carry_out)
-        exp_field = Signal(10, name="exp_field")
-        m.d.comb += exp_field.eq(Mux(shift == 0, 0, shift + 1))
         finite = Signal(32, name="finite")
-        with m.If(shift == 0):
+        with m.If(s6["sh_zero"] & ~carry_out):
             m.d.comb += finite.eq(Cat(mant, Const(0, 7), s6["neg"]))       # the 24 bits are the pattern
-        with m.Elif(exp_field >= 0xFF):
+        with m.Elif(Mux(carry_out, s6["big1"], s6["big0"])):
             m.d.comb += finite.eq(Cat(Const(0, 23), Const(0xFF, 8), s6["neg"]))
         with m.Else():
-            m.d.comb += finite.eq(Cat(mant[:23], exp_field[:8], s6["neg"]))
+            m.d.comb += finite.eq(Cat(mant[:23], Mux(carry_out, s6["ef1"], s6["ef0"]), s6["neg"]))
         fp = Signal(32, name="fp_result")
         with m.If(nan_f | (pinf & ninf)):
             m.d.comb += fp.eq(CANONICAL_NAN)
@@ -164,10 +170,6 @@ class ExactRounderLane(wiring.Component):
             m.d.comb += fp.eq(Mux(negzero, 0x80000000, 0))
         with m.Else():
             m.d.comb += fp.eq(finite)
-        im, ih, ineg = s6["int_mag"], s6["int_high"], s6["neg"]
-        over = ih | Mux(ineg, im > INT32_MIN, im > INT32_MAX)
-        sat = Mux(ineg, Const(INT32_MIN, 32), Const(INT32_MAX, 32))
-        exact = Mux(ineg, -im[:32], im[:32])
-        m.d.sync += [self.result.eq(Mux(is_int, Mux(over, sat, exact), fp)),
-                     self.overflow.eq(is_int & over)]
+        m.d.sync += [self.result.eq(Mux(is_int, s6["int_result"], fp)),
+                     self.overflow.eq(is_int & s6["int_over"])]
         return m

@@ -24,6 +24,7 @@ from hdl.host.dma_engine import dma_user_members
 from hdl.packet.rx_parser import RxMeta
 from hdl.packet.tx_builder import TxMeta
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_mask
+from hdl.stream.register_slice import skid_buffer
 from hdl.stream.stream_fifo import StreamFifo
 from hdl.stream.stream_fork import StreamFork
 
@@ -306,6 +307,14 @@ class CollectiveEngine(wiring.Component):
             fifo.SyncFIFOBuffered(width=RxMeta.size, depth=cc.rx_frames))
         m.d.comb += [meta.ready.eq(rx_meta_q.w_rdy | self.flush),
                      rx_meta_q.w_data.eq(meta.payload), rx_meta_q.w_en.eq(meta.valid & ~self.flush)]
+        # the queue's head reaches the check through a register slice (emptied with the queue): the
+        # check's verdict, which waits on the receive queue and the payload's way out, stops at its
+        # registers and does not reach into the queue's level
+        p.rx_head = stream.Signature(RxMeta).create(path=("rx_head",))
+        sl = Module()
+        skid_buffer(sl, "rx_head", rx_meta_q.r_rdy, rx_meta_q.r_en, p.rx_head.valid, p.rx_head.ready,
+                    [(rx_meta_q.r_data, p.rx_head.payload)])
+        m.submodules.rx_head_slice = ResetInserter(self.flush)(sl)
 
     def _receive(self, m, p):
         """Received headers are checked against the receive queue's items (:class:`RxItemCheck`, OR of the
@@ -313,12 +322,12 @@ class CollectiveEngine(wiring.Component):
         or to fork 2 (forward, last). Once the deadline has run out (``p.aborting``) an item with no header
         waiting takes a payload of zeros of its size instead (``synthetic``), so that every stage finishes.
         Counts the data frames and bytes received (the completion's)."""
-        rq, rx_check, rx_meta_q = p.q["receive"], p.rx_check, p.rx_meta_q
+        rq, rx_check = p.q["receive"], p.rx_check
         B = self.width // 8
         m.d.comb += [
             rx_check.items.valid.eq(rq.fifo.r_rdy), rx_check.items.payload.eq(rq.fifo.r_data),
-            rx_check.s_meta.payload.eq(rx_meta_q.r_data), rx_check.s_meta.valid.eq(rx_meta_q.r_rdy),
-            rx_meta_q.r_en.eq(rx_check.s_meta.ready), rx_check.bypass.eq(p.aborting),
+            rx_check.s_meta.payload.eq(p.rx_head.payload), rx_check.s_meta.valid.eq(p.rx_head.valid),
+            p.rx_head.ready.eq(rx_check.s_meta.ready), rx_check.bypass.eq(p.aborting),
         ]
         # the receive queue's current item is the checked one (RxItemCheck is combinational)
         checked = rx_check.checked
@@ -504,7 +513,7 @@ class CollectiveEngine(wiring.Component):
             m.d.sync += [running.eq(0), p.aborting.eq(0)]
         with m.Elif(out_of_time):
             m.d.sync += [p.aborting.eq(1), timed_out.eq(1),
-                         stall.eq(Cat((rq.fifo.r_rdy | rq.have) & ~p.rx_meta_q.r_rdy, p.tx_waiting,
+                         stall.eq(Cat((rq.fifo.r_rdy | rq.have) & ~p.rx_head.valid, p.tx_waiting,
                                       (p.pending != 0) | (p.q["own"].have & ~self.rd_data.tvalid)))]
         st = self.status
         m.d.comb += [

@@ -234,17 +234,29 @@ class SwitchClient(wiring.Component):
         init_psn = Signal(32)
         can_push = send_q.w_rdy & running & ~stopping
         s0 = (init_psn & (S - 1))[:7]
-        init_go = ~take_result & can_push & (init_j < S) & (init_off < cfg.count)
+        # whether the first window has a packet left, and the set of the next one, kept in flip-flops: found
+        # for the next packet as one goes (and at start), so that no compare or variable bit select lies
+        # between a send's choice and its record (the configuration holds still while a collective runs)
+        init_more, init_set = Signal(), Signal()
+        init_go = ~take_result & can_push & init_more
+        j_up, off_up, psn_up = Signal.like(init_j), Signal.like(init_off), Signal.like(init_psn)
+        m.d.comb += [j_up.eq(init_j + 1), off_up.eq(init_off + cfg.packet), psn_up.eq(init_psn + 1)]
+        with m.If(self.start):
+            m.d.sync += [init_more.eq(cfg.count != 0), init_set.eq(self.psn.bit_select(cfg.window_log2, 1))]
+        with m.Elif(init_go):
+            m.d.sync += [init_more.eq((j_up < S) & (off_up < cfg.count)),
+                         init_set.eq(psn_up.bit_select(cfg.window_log2, 1))]
         m.d.sync += slot_live.eq((inflight.bit_select(rslot, 1) | (init_go & (s0 == rslot))) & ~self.start)
 
         # the scanned slot's flags are registered with its timer's verdict (its packet in flight and not
         # queued), less what changes that slot in the same cycle: its result (which queues the next packet
         # or ends the slot), the first window launching it, its own resend (a window of one slot), a
         # start. (A frame that leaves meanwhile writes the slot's timer, which the verdict excludes.)
-        sc_slot, sc_due, sc_idle = Signal(7), Signal(), Signal()
+        # (the slot's set is registered with them: a change to it in this cycle or the next stops the resend)
+        sc_slot, sc_due, sc_idle, sc_phase = Signal(7), Signal(), Signal(), Signal()
         scan_go = ~take_result & ~init_go & can_push & sc_idle & sc_due
         sc_rec = Signal(_SlotRecord)
-        m.d.sync += [sc_slot.eq(scan), sc_rec.eq(rec_scan.data),
+        m.d.sync += [sc_slot.eq(scan), sc_rec.eq(rec_scan.data), sc_phase.eq(phase.bit_select(scan, 1)),
                      sc_due.eq(~(now - due_scan.data)[31] & (scan < S) & ~(due_w.en & (due_w.addr == scan))),
                      sc_idle.eq(inflight.bit_select(scan, 1) & ~queued.bit_select(scan, 1)
                                 & ~(take_result & (rslot == scan)) & ~(init_go & (s0 == scan))
@@ -266,13 +278,12 @@ class SwitchClient(wiring.Component):
             with m.Else():
                 m.d.sync += inflight.bit_select(rslot, 1).eq(0)
         with m.Elif(init_go):
-            init_set = init_psn.bit_select(cfg.window_log2, 1)
             m.d.comb += queue(s0, init_j, init_off, init_set)
             m.d.sync += [phase.bit_select(s0, 1).eq(init_set), inflight.bit_select(s0, 1).eq(1),
-                         queued.bit_select(s0, 1).eq(1), init_j.eq(init_j + 1), init_off.eq(init_off + cfg.packet),
-                         init_psn.eq(init_psn + 1), launched.eq(launched + 1)]
+                         queued.bit_select(s0, 1).eq(1), init_j.eq(j_up), init_off.eq(off_up),
+                         init_psn.eq(psn_up), launched.eq(launched + 1)]
         with m.Elif(scan_go):
-            m.d.comb += queue(sc_slot, sc_rec.j, sc_rec.off, phase.bit_select(sc_slot, 1), retx=1,
+            m.d.comb += queue(sc_slot, sc_rec.j, sc_rec.off, sc_phase, retx=1,
                               resends=Mux(sc_rec.resends == 7, 7, sc_rec.resends + 1))
             m.d.sync += queued.bit_select(sc_slot, 1).eq(1)
         with m.If(self.start):

@@ -161,11 +161,12 @@ class LinkSender(wiring.Component):
         # -- acks and nacks from the next rank ------------------------------------------------------------------
         a = self.ack.payload
         m.d.comb += self.ack.ready.eq(1)
-        # in (una, high]: the window high - una is at most the records kept, so it has rbits + 1 bits, and an
-        # ack beyond it has a high bit set: a short compare beside the 32-bit subtraction, not after it
-        ahead, win = Signal(32), Signal(rbits + 1)
-        m.d.comb += [ahead.eq(a.psn - una), win.eq(high[:rbits + 1] - una[:rbits + 1])]
-        in_window = self.ack.valid & (ahead[rbits + 1:] == 0) & (ahead[:rbits + 1] <= win)
+        # in [una, high]: the window high - una is at most the records kept (rbits + 1 bits), so an ack in it
+        # is less than 2**(rbits + 1) ahead of una, and high - psn (the window less that) is not negative
+        # in rbits + 2 bits: two subtractions side by side, no compare after either
+        ahead, behind = Signal(32), Signal(rbits + 2)
+        m.d.comb += [ahead.eq(a.psn - una), behind.eq(high[:rbits + 2] - a.psn[:rbits + 2])]
+        in_window = self.ack.valid & (ahead[rbits + 1:] == 0) & ~behind[rbits + 1]
         progress = in_window & (ahead != 0)
         m.d.comb += [gate.limit_valid.eq(in_window), gate.limit_frames.eq(a.psn + a.room), gate.limit_beats.eq(a.beats)]
         with m.If(in_window):
@@ -174,13 +175,18 @@ class LinkSender(wiring.Component):
         # -- the timer, back-off and rewinds -----------------------------------------------------------------------
         backoff = Signal(3)
         timer = Signal(40)
-        # timer >= timeout << b is timer >> b >= timeout: a compare for each back-off beside the others, the
-        # back-off choosing among them (no shifter between the timer and its reset)
         b = Signal(3)
         m.d.comb += b.eq(Mux(backoff > self.cfg.backoff_max, self.cfg.backoff_max, backoff))
-        # (registered: the timer either restarts or counts up, so the compare of timer + 1 is next cycle's
-        # compare of the timer, unless it restarts; the back-off changes only where the timer restarts)
+        # the timer has waited when timer + 1 >= timeout << b, that is timer >= (timeout << b) - 1 (or the
+        # timeout is 0): a compare of the timer with a register for each back-off, beside the others, the
+        # back-off choosing among them; registered (the timer either restarts or counts up, so the compare
+        # for timer + 1 is next cycle's compare for the timer, unless it restarts; the back-off changes only
+        # where the timer restarts). The limits follow the configuration a cycle late.
         waited = Signal()
+        limits = [Signal(40, name=f"limit{i}") for i in range(8)]
+        no_wait = Signal()
+        m.d.sync += [*(lim.eq((self.cfg.timeout << i) - 1) for i, lim in enumerate(limits)),
+                     no_wait.eq(self.cfg.timeout == 0)]
         timer_up = Signal(40)
         m.d.comb += timer_up.eq(timer + 1)
         replaying = again
@@ -194,7 +200,7 @@ class LinkSender(wiring.Component):
         with m.If(~(outstanding | starved) | replaying | progress | expire | nack_rewind):
             m.d.sync += [timer.eq(0), waited.eq(0)]
         with m.Else():
-            m.d.sync += [timer.eq(timer_up), waited.eq(Array([timer_up[i:] >= self.cfg.timeout for i in range(8)])[b])]
+            m.d.sync += [timer.eq(timer_up), waited.eq(Array([timer >= lim for lim in limits])[b] | no_wait)]
         with m.If(nack_rewind):
             m.d.sync += self.nacks_received.eq(self.nacks_received + 1)
         with m.If(expire):

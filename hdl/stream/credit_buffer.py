@@ -2,8 +2,9 @@
 
 from amaranth import Module, Signal
 from amaranth.lib import wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
+
+from hdl.stream.sync_fifo import SyncFifo
 
 
 class CreditBuffer(wiring.Component):
@@ -33,7 +34,7 @@ class CreditBuffer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.fifo = fifo = SyncFIFOBuffered(width=self.width, depth=self.depth)
+        m.submodules.fifo = fifo = SyncFifo(width=self.width, depth=self.depth)
         count = Signal(range(self.depth + 1))
         leave = fifo.r_rdy & self.m_ready
         m.d.sync += count.eq(count + self.enter - leave)

@@ -10,7 +10,8 @@ from amaranth.lib.wiring import In, Out
 from contract.enums import AggDrop, Codec, Dtype
 from contract.in_network import MAX_JOB_WORKERS
 from contract.protocol import MAX_P
-from hdl.arith.exact_adder import AccElem, ExactAdderLane, ExactTerm, exact_term
+from hdl.arith.exact_adder import (NEUTRAL_ADDEND, AccElem, ExactAddend, ExactAdderLane, ExactTerm, exact_term,
+                                  place_term)
 from hdl.arith.exact_rounder import ExactRounderLane
 from hdl.codec.compressor import Compressor
 from hdl.stream.axis import AxiStreamSignature, check_width
@@ -41,6 +42,9 @@ def result_layout(ports: int) -> data.StructLayout:
 #: what happened to one contribution, for the counters: ``reason`` is PASS unless it was dropped
 #: cycles from a beat's read-add-write to its rounded result: a register, then the rounding lane
 ROUND_LATENCY = 1 + ExactRounderLane.LATENCY
+#: beats taken that the result queue's room does not see yet: the two cycles between its sample and the
+#: decision, the two stages before the sum (the term's alignment, then its placement and the read)
+ROOM_MARGIN = 5
 
 EngineEvent = data.StructLayout({
     "valid": 1, "job": JOB_BITS, "absorbed": 1, "completed": 1, "unicast": 1, "reason": range(PASS + 1),
@@ -113,7 +117,10 @@ class AggregationEngine(wiring.Component):
         acc_word = data.ArrayLayout(AccElem, lanes)
         m.submodules.acc = acc_mem = Memory(shape=acc_word, depth=sets * beats, init=[])
         acc_w = acc_mem.write_port()
-        acc_r = acc_mem.read_port(transparent_for=(acc_w,))
+        # (not transparent: a sum is written two cycles after its row is read, and the next contribution's
+        # first read comes four cycles after the last one of the one before, so no read meets a write
+        # to its row; and soft transparency would put a comparator and a multiplexer after the block RAM)
+        acc_r = acc_mem.read_port()
 
         meta = self.s_meta.payload
         jobs = [self.jobs[i] for i in range(self.max_jobs)]
@@ -173,16 +180,15 @@ class AggregationEngine(wiring.Component):
             m.d.comb += [new_state.eq(st), new_state.bitmap.eq(st.bitmap | bit), new_state.count.eq(st.count + 1)]
 
         # results waiting for the compressor: room for a whole packet and the rounder's pipeline first
-        fifo_depth = 1 << (2 * beats + ROUND_LATENCY + 4 - 1).bit_length()
+        fifo_depth = 1 << (2 * beats + ROUND_LATENCY + ROOM_MARGIN - 1).bit_length()
         m.submodules.rq = rq = SyncFIFOBuffered(width=W + B + 1, depth=fifo_depth)
         m.submodules.rmeta = rmeta = SyncFIFOBuffered(width=self.result.size, depth=4)
         in_flight = Signal(range(fifo_depth + 1))         # beats inside the rounder pipeline
         # room for a result, from registers and with a margin for what they do not show yet: asked before
-        # the decision (whether the contribution completes its slot is not known then), the beats that
-        # reach the rounder in the two cycles between the sample and the decision, and the result record
-        # written the cycle after a decision
+        # the decision (whether the contribution completes its slot is not known then), the beats on their
+        # way to the rounder (ROOM_MARGIN), and the result record written the cycle after a decision
         room = Signal()
-        m.d.sync += room.eq((rq.level + in_flight + beats + 4 <= fifo_depth) & (rmeta.level + 2 <= rmeta.depth))
+        m.d.sync += room.eq((rq.level + in_flight + beats + ROOM_MARGIN <= fifo_depth) & (rmeta.level + 2 <= rmeta.depth))
 
         # payload phase
         mode_emit, mode_write, mode_fresh, mode_read = Signal(), Signal(), Signal(), Signal()
@@ -237,45 +243,53 @@ class AggregationEngine(wiring.Component):
                 with m.If(self.s_axis.tvalid & self.s_axis.tlast):
                     m.next = "IDLE"
 
-        # -- read, add, write: one beat a cycle --------------------------------------------------------
+        # -- read, add, write: one beat a cycle, in stages: p (the term aligned), q (placed in its limbs, while
+        # its sum is read), the sum into a register (``round_in``), from which it is written back and rounded
         s = self.s_axis
         take = s.tvalid & s.tready
-        m.d.comb += [acc_r.addr.eq(base + b), acc_r.en.eq(take)]
         with m.If(take):
             m.d.sync += b.eq(b + 1)
-        p_valid = Signal()
-        p_keep, p_last = Signal(B), Signal()
+        p_valid, p_last, p_write, p_fresh, p_emit = Signal(), Signal(), Signal(), Signal(), Signal()
+        p_keep = Signal(B)
         p_addr = Signal(range(sets * beats))
-        m.d.sync += [p_valid.eq(take), p_keep.eq(s.tkeep), p_last.eq(s.tlast), p_addr.eq(base + b)]
-        # the terms are made ready to add (aligned to their limbs) while their sums are read
+        m.d.sync += [p_valid.eq(take), p_keep.eq(s.tkeep), p_last.eq(s.tlast), p_addr.eq(base + b),
+                     p_write.eq(mode_write), p_fresh.eq(mode_fresh | ~mode_read), p_emit.eq(mode_emit)]
         p_terms = []
         for i in range(lanes):
             term = exact_term(m, Mux(s.tkeep[4 * i], s.tdata[32 * i:32 * (i + 1)], 0), is_int, f"term{i}")
             p_term = Signal(ExactTerm, name=f"p_term{i}")
             m.d.sync += p_term.eq(term)
             p_terms.append(p_term)
+        q_valid, q_last, q_write, q_fresh, q_emit = Signal(), Signal(), Signal(), Signal(), Signal()
+        q_keep = Signal(B)
+        q_addr = Signal(range(sets * beats))
+        m.d.comb += [acc_r.addr.eq(p_addr), acc_r.en.eq(p_valid)]
+        m.d.sync += [q_valid.eq(p_valid), q_keep.eq(p_keep), q_last.eq(p_last), q_addr.eq(p_addr),
+                     q_write.eq(p_write), q_fresh.eq(p_fresh), q_emit.eq(p_emit)]
         acc_in = data.View(acc_word, acc_r.data)
         summed = Signal(acc_word)
-        to_round = Signal(acc_word)
         for i in range(lanes):
+            # a contribution that only reads (a resend of a result) adds the neutral addend
+            q_add = Signal(ExactAddend, name=f"q_add{i}")
+            m.d.sync += q_add.eq(Mux(p_write, place_term(m, p_terms[i], f"place{i}"),
+                                     ExactAddend.const(NEUTRAL_ADDEND)))
             m.submodules[f"add{i}"] = add = ExactAdderLane(prepared=True)
-            m.d.comb += [add.acc.eq(acc_in[i]), add.term.eq(p_terms[i]),
-                         add.fresh.eq(mode_fresh | ~mode_read), summed[i].eq(add.sum)]
-        m.d.comb += [to_round.eq(Mux(mode_write, summed, acc_in)),
-                     acc_w.addr.eq(p_addr), acc_w.data.eq(summed), acc_w.en.eq(p_valid & mode_write)]
+            m.d.comb += [add.acc.eq(acc_in[i]), add.term.eq(q_add), add.fresh.eq(q_fresh), summed[i].eq(add.sum)]
 
-        # -- round (from a register: the read-add-write's sum ends in flip-flops), then queue for the
-        # compressor ---------------------------------------------------------------------------------------
         L = ROUND_LATENCY
         round_in = Signal(acc_word)
         is_int_q = Signal()
-        m.d.sync += [round_in.eq(to_round), is_int_q.eq(is_int)]
+        w_valid, w_write = Signal(), Signal()
+        w_addr = Signal(range(sets * beats))
+        m.d.sync += [round_in.eq(summed), is_int_q.eq(is_int), w_valid.eq(q_valid), w_write.eq(q_write),
+                     w_addr.eq(q_addr)]
+        m.d.comb += [acc_w.addr.eq(w_addr), acc_w.data.eq(round_in), acc_w.en.eq(w_valid & w_write)]
         r_valid = Signal(L)
         r_keep = Signal(B * L)
         r_last = Signal(L)
-        go = p_valid & mode_emit
-        m.d.sync += [r_valid.eq(Cat(go, r_valid[:-1])), r_keep.eq(Cat(p_keep, r_keep[:-B])),
-                     r_last.eq(Cat(p_last, r_last[:-1]))]
+        go = q_valid & q_emit
+        m.d.sync += [r_valid.eq(Cat(go, r_valid[:-1])), r_keep.eq(Cat(q_keep, r_keep[:-B])),
+                     r_last.eq(Cat(q_last, r_last[:-1]))]
         rounded = Signal(W)
         for i in range(lanes):
             m.submodules[f"round{i}"] = rnd = ExactRounderLane()

@@ -7,12 +7,12 @@ import pytest
 from amaranth import Module, Signal
 from amaranth.sim import Simulator
 
-from hdl.arith.exact_adder import ExactAdderLane, exact_term
+from hdl.arith.exact_adder import ExactAdderLane, exact_addend
 from tests.hdl.arith.exact_sums import edge_terms, flags, term_value, unpack
 
 
 def lane(prepared: bool):
-    """The lane as a design and its ports: the term raw, or made ready by ``exact_term`` first (as the
+    """The lane as a design and its ports: the term raw, or made ready by ``exact_addend`` first (as the
     aggregation engine does, a pipeline stage ahead)."""
     if not prepared:
         dut = ExactAdderLane()
@@ -20,7 +20,7 @@ def lane(prepared: bool):
     m = Module()
     m.submodules.add = add = ExactAdderLane(prepared=True)
     ports = SimpleNamespace(term=Signal(32), is_int=Signal(), acc=add.acc, fresh=add.fresh, sum=add.sum)
-    m.d.comb += add.term.eq(exact_term(m, ports.term, ports.is_int))
+    m.d.comb += add.term.eq(exact_addend(m, ports.term, ports.is_int))
     return m, ports
 
 

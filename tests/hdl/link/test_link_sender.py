@@ -243,3 +243,48 @@ def test_link_sender_recovers_when_the_final_acks_are_lost(rng):
     log, resent, rx, dut = run(rng, 30, final_acks_lost=6)
     assert log["final_lost"] == 6
     assert resent and rx.duplicates > 0
+
+
+@pytest.mark.parametrize("timeout", [1, 2, 37])
+def test_timer_backs_off_by_the_documented_rule(timeout):
+    """A frame that is never acknowledged goes again after ``timeout << min(k, backoff_max)`` cycles the
+    k-th time (k = 0, 1, ...), each gap 3 cycles of sending longer than that: the timer's
+    compare, whichever way it is built, expires on the cycle the rule says."""
+    from hdl.link.link_sender import LinkSender
+    dut = LinkSender(W, CC)
+    backoff_max, sends = 2, []
+
+    async def bench(ctx):
+        ctx.set(dut.cfg.timeout, timeout)
+        ctx.set(dut.cfg.backoff_max, backoff_max)
+        ctx.set(dut.m_meta.ready, 1)
+        ctx.set(dut.m_payload.tready, 1)
+        p = dut.s_meta.payload.ainic
+        ctx.set(p.opcode, FrameOpcode.data)
+        ctx.set(p.count, 2)
+        ctx.set(dut.s_meta.valid, 1)
+        ctx.set(dut.s_payload.tdata, 0x1122334455667788)
+        ctx.set(dut.s_payload.tkeep, 0xFF)
+        ctx.set(dut.s_payload.tlast, 1)
+        ctx.set(dut.s_payload.tvalid, 1)
+        for cyc in range(40 * (timeout << backoff_max) + 200):
+            _, _, sv, sr, qv, qr, mv = await ctx.tick().sample(dut.s_meta.valid, dut.s_meta.ready,
+                                                               dut.s_payload.tvalid, dut.s_payload.tready,
+                                                               dut.m_meta.valid)
+            if sv and sr:
+                ctx.set(dut.s_meta.valid, 0)
+            if qv and qr:
+                ctx.set(dut.s_payload.tvalid, 0)
+            if mv:
+                sends.append(cyc)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert len(sends) >= 6, sends
+    gaps = [b - a for a, b in zip(sends, sends[1:])]
+    extra = [g - (timeout << min(k, backoff_max)) for k, g in enumerate(gaps)]
+    # 3 more: the rewind and the frame taken again after the cycle the timer expires (as the sender did
+    # before its compare was rebuilt; a compare off by one cycle moves every gap)
+    assert extra == [3] * len(extra), (gaps, extra)

@@ -50,3 +50,8 @@ def test_holds_depth_beats_then_one_per_cycle(depth):
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
+
+
+def test_a_depth_below_two_is_refused():
+    with pytest.raises(ValueError, match="at least 2"):
+        StreamFifo(W, 1)
