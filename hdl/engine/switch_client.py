@@ -2,7 +2,7 @@
 retransmission and a deadline (docs/in_network.md, "The worker")."""
 
 from amaranth import C, Cat, Module, Mux, Signal
-from amaranth.lib import data, fifo, wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -15,6 +15,7 @@ from hdl.codec.decompressor import decompressor_signature
 from hdl.codec.wire_size import payload_bytes
 from hdl.engine.collective_engine import EngineStatus, engine_members
 from hdl.stream.axis import check_width
+from hdl.stream.sync_fifo import SyncFifo
 
 J_BITS = (MAX_COUNT // 16).bit_length()         # packet indices of one collective
 COUNT_BITS = MAX_COUNT.bit_length()
@@ -83,12 +84,10 @@ class SwitchClient(wiring.Component):
     def __init__(self, width: int = 512, send_depth: int = 2 * MAX_NIC_WINDOW):
         self.width = check_width(width, self)
         self.send_depth = send_depth
-        W = width
         super().__init__(switch_client_signature(width))
 
     def elaborate(self, platform):
         m = Module()
-        W = self.width
         cfg = self.cfg
         S = Signal(range(MAX_NIC_WINDOW + 1))
         m.d.comb += S.eq(1 << cfg.window_log2)
@@ -129,7 +128,7 @@ class SwitchClient(wiring.Component):
         rec_rx, rec_scan = (slot_mem.read_port(transparent_for=(rec_w,)) for _ in range(2))
         due_scan = due_mem.read_port(transparent_for=(due_w,))
 
-        m.submodules.send_q = send_q = fifo.SyncFIFOBuffered(width=_Send.size, depth=self.send_depth)
+        m.submodules.send_q = send_q = SyncFifo(width=_Send.size, depth=self.send_depth)
         push = Signal(_Send)
         m.d.comb += send_q.w_data.eq(push)
 
@@ -290,7 +289,7 @@ class SwitchClient(wiring.Component):
             m.d.sync += [init_j.eq(0), init_off.eq(0), init_psn.eq(self.psn)]
 
         # -- send: DMA read, encode, build ------------------------------------------------------------------
-        m.submodules.hdr_q = hdr_q = fifo.SyncFIFOBuffered(width=_Header.size, depth=8)
+        m.submodules.hdr_q = hdr_q = SyncFifo(width=_Header.size, depth=8)
         head = data.View(_Send, send_q.r_data)
         # a send is still due if its packet is the one in flight in its slot; a slot's entries in the queue
         # are its packet in flight or the one before (the next one is queued after them), so the set decides

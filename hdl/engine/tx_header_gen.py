@@ -1,6 +1,6 @@
 """The transmit header of each item the collective engine sends (the TxBuilder's metadata record)."""
 
-from amaranth import Module, Mux, Signal
+from amaranth import Module, Mux
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 

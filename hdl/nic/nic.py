@@ -6,7 +6,7 @@ import operator
 from types import SimpleNamespace
 
 from amaranth import Cat, Module, Mux, ResetInserter, Signal
-from amaranth.lib import fifo, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from contract import regmap as rm
@@ -28,6 +28,7 @@ from hdl.packet.rx_parser import RxParser
 from hdl.packet.tx_builder import TxBuilder
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
 from hdl.stream.register_slice import AxiSlice, StreamSlice, registered_reset
+from hdl.stream.sync_fifo import SyncFifo
 
 DMA_PORTS = ("rd_cmd", "rd_data", "wr_cmd", "wr_data", "wr_status")     # shared by command processor and engine
 HANDSHAKES = ("valid", "ready", "tvalid", "tready")
@@ -303,7 +304,7 @@ class Nic(wiring.Component):
         per record with a payload, sends each payload after its record (room for every record the credits
         allow, and one for the switch client)."""
         meta, pay = rx.m_meta, rx.m_axis
-        m.submodules.rx_route = route = fifo.SyncFIFOBuffered(width=1, depth=self.credits.rx_frames + 2)
+        m.submodules.rx_route = route = SyncFifo(width=1, depth=self.credits.rx_frames + 2)
         a = meta.payload.ainic
         to_switch = a.opcode == FrameOpcode.aggregated
         to_link = (a.opcode == FrameOpcode.ack) | (a.opcode == FrameOpcode.nack)

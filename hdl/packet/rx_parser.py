@@ -4,7 +4,6 @@ from types import SimpleNamespace
 
 from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -25,6 +24,7 @@ from contract.protocol import (
 from hdl.codec.wire_size import payload_bytes
 from hdl.packet.headers import AinicHeader, FrameHeader, ip_sum_ok, ip_words, ipv4_checksum_ok, network_order, sum_tree
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
+from hdl.stream.sync_fifo import SyncFifo
 
 #: the checks of the ring link's sequence (the last three)
 SEQ_CHECKS = (DropReason.link_down, DropReason.duplicate, DropReason.out_of_order)
@@ -94,7 +94,7 @@ class RxParser(wiring.Component):
         m.submodules.mem = mem = Memory(shape=entry, depth=self.depth, init=[])
         wp = mem.write_port()
         rp = mem.read_port()
-        m.submodules.meta = meta = SyncFIFOBuffered(width=RxMeta.size, depth=4)
+        m.submodules.meta = meta = SyncFifo(width=RxMeta.size, depth=4)
         ptr_bits = self.depth.bit_length()
         wr_ptr, commit, rd_ptr = (Signal(ptr_bits, name=n) for n in ("wr_ptr", "commit", "rd_ptr"))
 

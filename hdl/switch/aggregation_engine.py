@@ -3,7 +3,6 @@ exact sums, and the results (docs/in_network.md, "The switch")."""
 
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -15,6 +14,7 @@ from hdl.arith.exact_adder import (NEUTRAL_ADDEND, AccElem, ExactAddend, ExactAd
 from hdl.arith.exact_rounder import ExactRounderLane
 from hdl.codec.compressor import Compressor
 from hdl.stream.axis import AxiStreamSignature, check_width
+from hdl.stream.sync_fifo import SyncFifo
 from hdl.switch.contribution_check import JOB_BITS, PASS, Contribution
 from hdl.switch.job_table import POOL_BITS, JobEntry, member_mask, pick
 
@@ -181,8 +181,8 @@ class AggregationEngine(wiring.Component):
 
         # results waiting for the compressor: room for a whole packet and the rounder's pipeline first
         fifo_depth = 1 << (2 * beats + ROUND_LATENCY + ROOM_MARGIN - 1).bit_length()
-        m.submodules.rq = rq = SyncFIFOBuffered(width=W + B + 1, depth=fifo_depth)
-        m.submodules.rmeta = rmeta = SyncFIFOBuffered(width=self.result.size, depth=4)
+        m.submodules.rq = rq = SyncFifo(width=W + B + 1, depth=fifo_depth)
+        m.submodules.rmeta = rmeta = SyncFifo(width=self.result.size, depth=4)
         in_flight = Signal(range(fifo_depth + 1))         # beats inside the rounder pipeline
         # room for a result, from registers and with a margin for what they do not show yet: asked before
         # the decision (whether the contribution completes its slot is not known then), the beats on their

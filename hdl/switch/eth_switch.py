@@ -2,12 +2,13 @@
 and the forwarding path of the aggregation switch)."""
 
 from amaranth import Array, Cat, Module, Mux, Signal
-from amaranth.lib import data, fifo, wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.stream.axis import AxiStreamSignature, check_width
 from hdl.stream.register_slice import skid_buffer
 from hdl.stream.round_robin import round_robin
+from hdl.stream.sync_fifo import SyncFifo
 
 
 def _dst_mac(tdata):
@@ -89,7 +90,7 @@ class EthernetSwitch(wiring.Component):
         grant_ready = [[Signal(name=f"ready_{i}_to_{j}") for j in range(N)] for i in range(N)]
         for j, o in enumerate(outs):
             layout = data.StructLayout({"tdata": W, "tkeep": B, "tlast": 1, "tuser": max(self.user_width, 1)})
-            q = fifo.SyncFIFOBuffered(width=layout.size, depth=self.queue_depth)
+            q = SyncFifo(width=layout.size, depth=self.queue_depth)
             m.submodules[f"queue_{j}"] = q
             busy = Signal(name=f"out_busy_{j}")
             owner = Signal(range(N), name=f"out_owner_{j}")

@@ -3,7 +3,6 @@ take turns with the frames forwarded to it."""
 
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from contract.enums import FrameFlag, FrameOpcode
@@ -12,6 +11,7 @@ from contract.protocol import MAX_P, UDP_PORT, VERSION
 from hdl.packet.tx_builder import TxBuilder, TxMeta
 from hdl.stream.axis import AxiStreamSignature
 from hdl.stream.register_slice import skid_buffer
+from hdl.stream.sync_fifo import SyncFifo
 from hdl.switch.aggregation_engine import result_layout
 from hdl.switch.job_table import JobEntry, pick, worker_of_port
 
@@ -49,8 +49,8 @@ class SwitchEgress(wiring.Component):
         m = Module()
         W, B = self.width, self.width // 8
         beats = -(-4 * MAX_P // B) + 1
-        m.submodules.mq = mq = SyncFIFOBuffered(width=self.result.size, depth=4)
-        m.submodules.pq = pq = SyncFIFOBuffered(width=W + B + 1, depth=1 << (2 * beats - 1).bit_length())
+        m.submodules.mq = mq = SyncFifo(width=self.result.size, depth=4)
+        m.submodules.pq = pq = SyncFifo(width=W + B + 1, depth=1 << (2 * beats - 1).bit_length())
         m.d.comb += [mq.w_data.eq(self.s_meta.payload), mq.w_en.eq(self.s_meta.valid),
                      self.s_meta.ready.eq(mq.w_rdy),
                      pq.w_data.eq(Cat(self.s_axis.tdata, self.s_axis.tkeep, self.s_axis.tlast)),

@@ -48,13 +48,20 @@ def test_nic_elaborates():
 def test_ecp5_place_and_route_reports_fmax(tmp_path):
     """`make report`'s ECP5 flow (Yosys synth_ecp5 -abc9, nextpnr-ecp5 out of context) on one fp32 adder lane
     of the W = 64 reduction unit, a block inside a top as the report places the NIC's blocks: it is placed
-    and routed, and the report names an Fmax, the cells used and the critical path's ends."""
+    and routed, and the report names an Fmax, the cells used and the critical path's ends. Three seeds
+    (``make report --seeds 3``): the figure is the median run's, every run's beside it."""
     width = 64
     name = f"{module_name('reduction_unit', width)}.fp0"
-    r = ecp5_fmax(export("reduction_unit", width, fmt="rtlil"), name, tmp_path, {6: "25k"}, goal_mhz=100)
+    r = ecp5_fmax(export("reduction_unit", width, fmt="rtlil"), name, tmp_path, {6: "25k"}, goal_mhz=100, seeds=3)
     assert "error" not in r, r.get("error")
     s6 = r["speed"]["6"]
     assert "error" not in s6, s6["error"]
+    runs = s6["seeds"]
+    assert sorted(runs) == ["1", "2", "3"] and all(runs.values()), runs
+    assert s6["fmax_mhz"] == sorted(runs.values())[1] and s6["best_mhz"] == max(runs.values())
+    for seed in runs:
+        log = (tmp_path / f"{name.replace('$', '_')}.s6.seed{seed}.pnr.log").read_text()
+        assert "Max frequency" in log            # a log of its own per seed
     (clock, fmax), = s6["clocks"].items()
     assert fmax == s6["fmax_mhz"] and 20 < fmax < 500 and s6["meets_goal"] == (fmax >= 100)
     assert r["utilization"]["TRELLIS_COMB"]["used"] > 300 and r["utilization"]["TRELLIS_FF"]["used"] > 100
