@@ -187,8 +187,6 @@ class LinkSender(wiring.Component):
         no_wait = Signal()
         m.d.sync += [*(lim.eq((self.cfg.timeout << i) - 1) for i, lim in enumerate(limits)),
                      no_wait.eq(self.cfg.timeout == 0)]
-        timer_up = Signal(40)
-        m.d.comb += timer_up.eq(timer + 1)
         replaying = again
         outstanding = una != high
         # waiting for credit with nothing outstanding and nothing to send: the ack that gave credit may be lost
@@ -200,7 +198,7 @@ class LinkSender(wiring.Component):
         with m.If(~(outstanding | starved) | replaying | progress | expire | nack_rewind):
             m.d.sync += [timer.eq(0), waited.eq(0)]
         with m.Else():
-            m.d.sync += [timer.eq(timer_up), waited.eq(Array([timer >= lim for lim in limits])[b] | no_wait)]
+            m.d.sync += [timer.eq(timer + 1), waited.eq(Array([timer >= lim for lim in limits])[b] | no_wait)]
         with m.If(nack_rewind):
             m.d.sync += self.nacks_received.eq(self.nacks_received + 1)
         with m.If(expire):

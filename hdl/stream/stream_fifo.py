@@ -5,7 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.stream.axis import AxiStreamSignature
-from hdl.stream.sync_fifo import SyncFifo
+from hdl.stream.sync_fifo import SyncFifo, check_depth
 
 
 class StreamFifo(wiring.Component):
@@ -18,9 +18,7 @@ class StreamFifo(wiring.Component):
     """
 
     def __init__(self, width: int, depth: int, user_width: int = 0):
-        if depth < 2:
-            self._MustUse__silence = True
-            raise ValueError(f"StreamFifo depth must be at least 2 (a memory and the output register), got {depth}")
+        check_depth(self, depth)
         self.width, self.depth, self.user_width = width, depth, user_width
         sig = AxiStreamSignature(width, user_width)
         super().__init__({"s_axis": In(sig), "m_axis": Out(sig)})

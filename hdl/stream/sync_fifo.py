@@ -6,6 +6,15 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 
+def check_depth(component, depth: int) -> None:
+    """A FIFO of this kind (a memory, then the output register) needs a depth of 2 or more: refused with the
+    component's name before it is built."""
+    if depth < 2:
+        component._MustUse__silence = True
+        raise ValueError(f"{type(component).__name__} depth must be at least 2 (a memory and the output "
+                         f"register), got {depth}")
+
+
 class SyncFifo(wiring.Component):
     """``depth`` entries of ``width`` bits: a memory of ``depth`` − 1 and an output register, with the ports
     and the timing of Amaranth's ``SyncFIFOBuffered`` (the same ``w_rdy``, ``r_rdy`` and ``level`` on every
@@ -19,9 +28,7 @@ class SyncFifo(wiring.Component):
     """
 
     def __init__(self, *, width: int, depth: int):
-        if depth < 2:
-            self._MustUse__silence = True
-            raise ValueError(f"SyncFifo depth must be at least 2 (a memory and the output register), got {depth}")
+        check_depth(self, depth)
         self.width, self.depth = width, depth
         super().__init__({"w_data": In(width), "w_en": In(1), "w_rdy": Out(1), "r_data": Out(width),
                           "r_en": In(1), "r_rdy": Out(1), "level": Out(range(depth + 1))})

@@ -14,6 +14,7 @@ from hdl.arith.exact_adder import (NEUTRAL_ADDEND, AccElem, ExactAddend, ExactAd
 from hdl.arith.exact_rounder import ExactRounderLane
 from hdl.codec.compressor import Compressor
 from hdl.stream.axis import AxiStreamSignature, check_width
+from hdl.stream.pipeline import register
 from hdl.stream.sync_fifo import SyncFifo
 from hdl.switch.contribution_check import JOB_BITS, PASS, Contribution
 from hdl.switch.job_table import POOL_BITS, JobEntry, member_mask, pick
@@ -39,13 +40,13 @@ def result_layout(ports: int) -> data.StructLayout:
     })
 
 
-#: what happened to one contribution, for the counters: ``reason`` is PASS unless it was dropped
 #: cycles from a beat's read-add-write to its rounded result: a register, then the rounding lane
 ROUND_LATENCY = 1 + ExactRounderLane.LATENCY
 #: beats taken that the result queue's room does not see yet: the two cycles between its sample and the
 #: decision, the two stages before the sum (the term's alignment, then its placement and the read)
 ROOM_MARGIN = 5
 
+#: what happened to one contribution, for the counters: ``reason`` is PASS unless it was dropped
 EngineEvent = data.StructLayout({
     "valid": 1, "job": JOB_BITS, "absorbed": 1, "completed": 1, "unicast": 1, "reason": range(PASS + 1),
 })
@@ -249,47 +250,36 @@ class AggregationEngine(wiring.Component):
         take = s.tvalid & s.tready
         with m.If(take):
             m.d.sync += b.eq(b + 1)
-        p_valid, p_last, p_write, p_fresh, p_emit = Signal(), Signal(), Signal(), Signal(), Signal()
-        p_keep = Signal(B)
-        p_addr = Signal(range(sets * beats))
-        m.d.sync += [p_valid.eq(take), p_keep.eq(s.tkeep), p_last.eq(s.tlast), p_addr.eq(base + b),
-                     p_write.eq(mode_write), p_fresh.eq(mode_fresh | ~mode_read), p_emit.eq(mode_emit)]
-        p_terms = []
-        for i in range(lanes):
-            term = exact_term(m, Mux(s.tkeep[4 * i], s.tdata[32 * i:32 * (i + 1)], 0), is_int, f"term{i}")
-            p_term = Signal(ExactTerm, name=f"p_term{i}")
-            m.d.sync += p_term.eq(term)
-            p_terms.append(p_term)
-        q_valid, q_last, q_write, q_fresh, q_emit = Signal(), Signal(), Signal(), Signal(), Signal()
-        q_keep = Signal(B)
-        q_addr = Signal(range(sets * beats))
-        m.d.comb += [acc_r.addr.eq(p_addr), acc_r.en.eq(p_valid)]
-        m.d.sync += [q_valid.eq(p_valid), q_keep.eq(p_keep), q_last.eq(p_last), q_addr.eq(p_addr),
-                     q_write.eq(p_write), q_fresh.eq(p_fresh), q_emit.eq(p_emit)]
+        def stage(prefix, fields):
+            """The fields of a beat through a register (the valid bit reset with the engine)."""
+            return {k: register(m, v, f"{prefix}_{k}", reset=k == "valid") for k, v in fields.items()}
+        p = stage("p", {"valid": take, "keep": s.tkeep, "last": s.tlast, "addr": base + b, "write": mode_write,
+                        "fresh": mode_fresh | ~mode_read, "emit": mode_emit})
+        p_terms = [register(m, exact_term(m, Mux(s.tkeep[4 * i], s.tdata[32 * i:32 * (i + 1)], 0), is_int,
+                                          f"term{i}"), f"p_term{i}") for i in range(lanes)]
+        q = stage("q", p)
+        m.d.comb += [acc_r.addr.eq(p["addr"]), acc_r.en.eq(p["valid"])]
         acc_in = data.View(acc_word, acc_r.data)
         summed = Signal(acc_word)
         for i in range(lanes):
             # a contribution that only reads (a resend of a result) adds the neutral addend
             q_add = Signal(ExactAddend, name=f"q_add{i}")
-            m.d.sync += q_add.eq(Mux(p_write, place_term(m, p_terms[i], f"place{i}"),
+            m.d.sync += q_add.eq(Mux(p["write"], place_term(m, data.View(ExactTerm, p_terms[i]), f"place{i}"),
                                      ExactAddend.const(NEUTRAL_ADDEND)))
             m.submodules[f"add{i}"] = add = ExactAdderLane(prepared=True)
-            m.d.comb += [add.acc.eq(acc_in[i]), add.term.eq(q_add), add.fresh.eq(q_fresh), summed[i].eq(add.sum)]
+            m.d.comb += [add.acc.eq(acc_in[i]), add.term.eq(q_add), add.fresh.eq(q["fresh"]), summed[i].eq(add.sum)]
 
         L = ROUND_LATENCY
-        round_in = Signal(acc_word)
-        is_int_q = Signal()
-        w_valid, w_write = Signal(), Signal()
-        w_addr = Signal(range(sets * beats))
-        m.d.sync += [round_in.eq(summed), is_int_q.eq(is_int), w_valid.eq(q_valid), w_write.eq(q_write),
-                     w_addr.eq(q_addr)]
-        m.d.comb += [acc_w.addr.eq(w_addr), acc_w.data.eq(round_in), acc_w.en.eq(w_valid & w_write)]
+        round_in = data.View(acc_word, register(m, summed, "round_in"))
+        is_int_q = register(m, is_int, "is_int_q")
+        w = stage("w", {k: q[k] for k in ("valid", "write", "addr")})
+        m.d.comb += [acc_w.addr.eq(w["addr"]), acc_w.data.eq(round_in), acc_w.en.eq(w["valid"] & w["write"])]
         r_valid = Signal(L)
         r_keep = Signal(B * L)
         r_last = Signal(L)
-        go = q_valid & q_emit
-        m.d.sync += [r_valid.eq(Cat(go, r_valid[:-1])), r_keep.eq(Cat(q_keep, r_keep[:-B])),
-                     r_last.eq(Cat(q_last, r_last[:-1]))]
+        go = q["valid"] & q["emit"]
+        m.d.sync += [r_valid.eq(Cat(go, r_valid[:-1])), r_keep.eq(Cat(q["keep"], r_keep[:-B])),
+                     r_last.eq(Cat(q["last"], r_last[:-1]))]
         rounded = Signal(W)
         for i in range(lanes):
             m.submodules[f"round{i}"] = rnd = ExactRounderLane()
