@@ -33,7 +33,8 @@ class Compressor(wiring.Component):
       partial (``tkeep`` in whole elements, contiguous).
     * ``m_axis``: the packet's codec bytes packed densely; the last beat is partial (``tkeep``).
     * ``cfg_codec``: 0 none, 1 fp16, 2 bf16, 3 bfp8, 4 bfp4 (other values, and codecs not in ``codecs``:
-      none). Change it only between packets while idle.
+      none). Change it only between packets while idle. It is registered: a packet's first beat may come
+      the cycle after it changes, not in the same cycle.
     * ``codecs``: the codecs built (hdl/codec/codec_set.py); the others' hardware is left out.
     * Throughput: one fp32 beat per cycle on ``s_axis`` without backpressure (none: a wire, W/8 bytes
       out per beat; fp16/bf16: W/16 bytes; bfp: a 16-element block every 512/W beats below W = 512, W/512
@@ -55,7 +56,11 @@ class Compressor(wiring.Component):
         W = self.width
         lanes = W // 32
         chunk_bytes = codec_chunk_bytes(W)
-        s, o, codec = self.s_axis, self.m_axis, self.cfg_codec
+        s, o = self.s_axis, self.m_axis
+        # the codec and its selects in registers: nothing of the encoder waits on cfg_codec or a decode of it
+        # (in the NIC it comes from the command processor, across the chip)
+        codec = Signal.like(self.cfg_codec)
+        m.d.sync += codec.eq(self.cfg_codec)
         m.submodules.packer = packer = BytePacker(chunk_bytes, W // 8)
         # the packed beats leave through a register slice: m_axis.tready reaches no further than its flops
         # (the packer's handshake and its level are the loop that sets this block's clock)
@@ -71,8 +76,9 @@ class Compressor(wiring.Component):
         assert latency == F32_TO_F16_STAGES + 1         # the halves' first stage is their input register
         count_bits = len(packer.s.count)
         m.submodules.buffer = buf = CreditBuffer(8 * chunk_bytes + count_bits + 1, latency)
-        is_bfp = selects(codec, built, Codec.bfp8, Codec.bfp4)
-        is_half = selects(codec, built, Codec.fp16, Codec.bf16)
+        is_bfp, is_half = Signal(), Signal()
+        m.d.sync += [is_bfp.eq(selects(self.cfg_codec, built, Codec.bfp8, Codec.bfp4)),
+                     is_half.eq(selects(self.cfg_codec, built, Codec.fp16, Codec.bf16))]
         src_valid, src_last = is_half & s.tvalid, s.tlast      # where the pipeline's next chunk comes from
         if has_bfp:
             src_valid, src_last = Mux(is_bfp, gather.m.valid, src_valid), Mux(is_bfp, gather.m.last, src_last)

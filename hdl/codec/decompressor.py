@@ -36,7 +36,8 @@ class Decompressor(wiring.Component):
       ends at its last block; blocks beyond n are dropped.
     * ``m_axis``: fp32 elements, W/32 per beat, last beat partial in whole elements.
     * ``cfg_codec``: as for the compressor (codecs not in ``codecs``: none); change it only between packets
-      while idle.
+      while idle. It is registered: a packet's first beat may come the cycle after it changes, not in the
+      same cycle.
     * Throughput: one fp32 beat per cycle on ``m_axis`` while input bytes keep up (fp16/bf16 need W/16
       bytes per fp32 beat, bfp one 17- or 9-byte record per 512/W beats below W = 512, W/512 records a beat
       from W = 512 on). After a packet's last input
@@ -56,7 +57,11 @@ class Decompressor(wiring.Component):
         W = self.width
         lanes = W // 32
         chunk_bytes = codec_chunk_bytes(W)
-        s, o, codec = self.s_axis, self.m_axis, self.cfg_codec
+        s, o = self.s_axis, self.m_axis
+        # the codec and its selects in registers: nothing of the decoder waits on cfg_codec or a decode of it
+        # (in the NIC it comes from the command processor, across the chip)
+        codec = Signal.like(self.cfg_codec)
+        m.d.sync += codec.eq(self.cfg_codec)
         m.submodules.unpacker = unp = ByteUnpacker(W // 8, chunk_bytes, COUNT_BITS)
         built = self.codecs
         has_bfp = bool(BFP & built)
@@ -73,9 +78,10 @@ class Decompressor(wiring.Component):
         out_bits = max(W, bfp.BLOCK_BITS * group)
         count_bits = len(c.count)
         m.submodules.buffer = buf = CreditBuffer(out_bits + count_bits + 1 + COUNT_BITS, latency)
-        is_bfp = selects(codec, built, Codec.bfp8, Codec.bfp4)
-        is_half = selects(codec, built, Codec.fp16, Codec.bf16)
-        is8 = is_bfp8(codec, built)
+        is_bfp, is_half, is8 = Signal(), Signal(), Signal()
+        m.d.sync += [is_bfp.eq(selects(self.cfg_codec, built, Codec.bfp8, Codec.bfp4)),
+                     is_half.eq(selects(self.cfg_codec, built, Codec.fp16, Codec.bf16)),
+                     is8.eq(is_bfp8(self.cfg_codec, built))]
         fire = Signal()
         m.d.comb += [fire.eq(c.valid & buf.ready), c.ready.eq(buf.ready)]
 
@@ -99,15 +105,20 @@ class Decompressor(wiring.Component):
         data, count = buf.m_data[:out_bits], buf.m_data[out_bits:out_bits + count_bits]
         last, user = buf.m_data[out_bits + count_bits], buf.m_data[out_bits + count_bits + 1:]
         bb = Mux(is8, bfp.block_bytes(8), bfp.block_bytes(4))
+        # the unpacker's chunk for the codec, registered as the selects are
+        take = Signal.like(unp.take)
+        m.d.sync += take.eq(Mux(selects(self.cfg_codec, built, Codec.fp16, Codec.bf16), W // 16,
+                                Mux(is_bfp8(self.cfg_codec, built), bfp.block_bytes(8), bfp.block_bytes(4)) * group))
+        m.d.comb += unp.take.eq(take)
 
         def from_input():
             return [unp.s_axis.tdata.eq(s.tdata), unp.s_axis.tkeep.eq(s.tkeep), unp.s_axis.tlast.eq(s.tlast),
-                    unp.s_axis.tuser.eq(s.tuser), unp.s_axis.tvalid.eq(s.tvalid), s.tready.eq(unp.s_axis.tready)]
+                    unp.s_axis.tuser.eq(s.tuser), unp.s_axis.tvalid.eq(s.tvalid),
+                    s.tready.eq(unp.s_axis.tready)]
 
         with m.If(is_half):
             m.d.comb += from_input()
             m.d.comb += [
-                unp.take.eq(W // 16),
                 d.tdata.eq(data[:W]),
                 d.tkeep.eq(keep_mask(count << 1, W // 8)),
                 d.tlast.eq(last),
@@ -119,7 +130,6 @@ class Decompressor(wiring.Component):
             with m.Elif(is_bfp):
                 m.d.comb += from_input()
                 m.d.comb += [
-                    unp.take.eq(bb * group),
                     scatter.s.data.eq(data[:bfp.BLOCK_BITS * group]),
                     # a packet's last chunk may hold fewer records than a group
                     scatter.s.blocks.eq(1 + sum(count > i * bb for i in range(1, group))),

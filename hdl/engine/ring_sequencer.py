@@ -66,6 +66,8 @@ class RingSequencer(wiring.Component):
         chunk_el, lag_el, first_off, wrap_off = (Signal(32, name=n) for n in ("chunk_el", "lag_el", "first_off",
                                                                               "wrap_off"))
         first_chunk = Signal(6)
+        full_last, rest_last = Signal(24), Signal(24)   # the last packet's index in a full / the partial chunk
+        m.d.sync += [full_last.eq(pl.chunk_packets - 1), rest_last.eq(pl.rest_packets - 1)]
         m.d.sync += [d_start.eq(pl.lag * first_phase), d_end.eq(pl.chunk_packets - 1 + pl.lag * last_phase),
                      chunk_el.eq(pl.chunk_packets * pl.packet), lag_el.eq(pl.lag * pl.packet),
                      first_off.eq(first_chunk * chunk_el), wrap_off.eq((pl.nodes - 1) * chunk_el)]
@@ -73,14 +75,8 @@ class RingSequencer(wiring.Component):
         k_off = Signal(34)               # k * P, two's complement
         dk_off = Signal(32)              # (d - d_start) * P
 
-        # packets of this phase's chunk
-        npk = Signal(24)
-        with m.If(chunk < pl.full_chunks):
-            m.d.comb += npk.eq(pl.chunk_packets)
-        with m.Elif(chunk == pl.full_chunks):
-            m.d.comb += npk.eq(pl.rest_packets)
-        # valid: 0 <= k < npk, with k against both packet counts at once and the chunk choosing after
-        # (the compares do not wait for npk's multiplexer)
+        # valid: 0 <= k < the packets of this phase's chunk (full chunks, then the partial one, then none),
+        # with k against both packet counts at once and the chunk choosing after
         in_full, in_rest = (k[:32] < pl.chunk_packets), (k[:32] < pl.rest_packets)
         valid = ~k[32] & Mux(chunk < pl.full_chunks, in_full, (chunk == pl.full_chunks) & in_rest)
         kind = Signal(3)
@@ -100,7 +96,7 @@ class RingSequencer(wiring.Component):
             m.d.comb += kind.eq(PhaseKind.forward)
         with m.Else():
             m.d.comb += kind.eq(PhaseKind.last)
-        is_rest_last = (chunk == pl.full_chunks) & (k[:24] == pl.rest_packets - 1)
+        is_rest_last = (chunk == pl.full_chunks) & (k[:24] == rest_last)
 
         # the items leave through a register slice: the offset's sum and the count's compares end in flip-flops
         it, it_valid, it_ready = Signal(Item), Signal(), Signal()
@@ -110,7 +106,8 @@ class RingSequencer(wiring.Component):
             it.phase.eq(p), it.kind.eq(kind), it.chunk.eq(chunk), it.packet.eq(k[:24]),
             it.offset.eq((chunk_off + k_off)[:32]),
             it.count.eq(Mux(is_rest_last, pl.rest_last, pl.packet)),
-            it.last_of_chunk.eq(k[:24] == npk - 1),
+            # (k against both last indices, the chunk choosing after, as for valid)
+            it.last_of_chunk.eq(Mux(chunk < pl.full_chunks, k[:24] == full_last, is_rest_last)),
         ]
 
         # chunk of the first phase: (rank - first_phase) mod N, i.e. rank, or rank + 1 for the all-gather

@@ -191,14 +191,22 @@ class LinkSender(wiring.Component):
         outstanding = una != high
         # waiting for credit with nothing outstanding and nothing to send: the ack that gave credit may be lost
         starved = ~outstanding & (tx == written) & new.valid & ~gate.ok & (high != 0)
-        expire = (outstanding | starved) & ~replaying & ~progress & waited
+        # The timer restarts where there is nothing to wait for, on a replay, progress, an expiry or a rewind.
+        # That decision (the ack's window, the credit compare) reaches one flip-flop, ``restarted``, and the
+        # timer and ``waited`` are read as restarted the cycle after: no reset of 41 flip-flops at the end of
+        # the decision. (``timer`` counts from 1 after a restart, as it would have from 0 a cycle before.)
+        restarted = Signal(init=1)
+        waited_now = waited & ~restarted
+        expire = (outstanding | starved) & ~replaying & ~progress & waited_now
         nack_rewind = in_window & a.nack & ~replaying & (a.psn != high)
         with m.If(progress):
             m.d.sync += backoff.eq(0)
-        with m.If(~(outstanding | starved) | replaying | progress | expire | nack_rewind):
-            m.d.sync += [timer.eq(0), waited.eq(0)]
-        with m.Else():
-            m.d.sync += [timer.eq(timer + 1), waited.eq(Array([timer >= lim for lim in limits])[b] | no_wait)]
+        m.d.sync += [
+            restarted.eq(~(outstanding | starved) | replaying | progress | expire | nack_rewind),
+            timer.eq(Mux(restarted, 1, timer + 1)),
+            waited.eq(Mux(restarted, Array([lim == 0 for lim in limits])[b],
+                          Array([timer >= lim for lim in limits])[b]) | no_wait),
+        ]
         with m.If(nack_rewind):
             m.d.sync += self.nacks_received.eq(self.nacks_received + 1)
         with m.If(expire):

@@ -29,15 +29,35 @@ class SendCredits(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cc = self.credits
-        limit_frames = Signal(32, init=cc.rx_frames)
-        limit_beats = Signal(32, init=cc.advertised_beats(self.width))
-        frames_left, beats_left = Signal(32), Signal(32)
-        m.d.comb += [
-            frames_left.eq(limit_frames - self.sent_frames), beats_left.eq(limit_beats - self.sent_beats),
-            self.ok.eq(~frames_left[31] & (frames_left != 0) & ~beats_left[31] & (beats_left >= self.beats)),
-        ]
+
+        def allows(frames_left):
+            """A frame is left: ``frames_left`` in 1 .. 2**31 - 1 (modulo 2**32)."""
+            return ~frames_left[31] & (frames_left != 0)
+
+        # What is left of each limit is kept in registers beside the counters, found for the next cycle from
+        # candidates side by side (with and without a take, with and without new limits): each one
+        # subtraction of registers and inputs; the take (which waits on ``ok``) only chooses among them.
+        frames_left = Signal(32, init=cc.rx_frames)
+        frames_ok = Signal(init=cc.rx_frames > 0)
+        beats_left = Signal(32, init=cc.advertised_beats(self.width))
+        beats_after = Signal(33)                # beats_left - beats: its borrow says the packet does not fit
+        m.d.comb += [beats_after.eq(beats_left - self.beats),
+                     self.ok.eq(frames_ok & ~beats_left[31] & ~beats_after[32])]
+        one_less = Signal(32)
+        m.d.comb += one_less.eq(frames_left - 1)
+        new_left, new_less = Signal(32), Signal(32)     # new limits less what was sent (less one more frame)
+        new_beats, new_beats_less = Signal(32), Signal(32)
+        m.d.comb += [new_left.eq(self.limit_frames - self.sent_frames),
+                     new_less.eq(self.limit_frames + ~self.sent_frames),
+                     new_beats.eq(self.limit_beats - self.sent_beats),
+                     new_beats_less.eq((self.limit_beats - self.beats) - self.sent_beats)]
         with m.If(self.limit_valid):
-            m.d.sync += [limit_frames.eq(self.limit_frames), limit_beats.eq(self.limit_beats)]
+            with m.If(self.take):
+                m.d.sync += [frames_left.eq(new_less), frames_ok.eq(allows(new_less)), beats_left.eq(new_beats_less)]
+            with m.Else():
+                m.d.sync += [frames_left.eq(new_left), frames_ok.eq(allows(new_left)), beats_left.eq(new_beats)]
+        with m.Elif(self.take):
+            m.d.sync += [frames_left.eq(one_less), frames_ok.eq(allows(one_less)), beats_left.eq(beats_after[:32])]
         with m.If(self.take):
             m.d.sync += [self.sent_frames.eq(self.sent_frames + 1), self.sent_beats.eq(self.sent_beats + self.beats)]
         return m

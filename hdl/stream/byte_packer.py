@@ -168,19 +168,19 @@ class ByteUnpacker(wiring.Component):
         chunk, last_chunk, empty, room = Signal(), Signal(init=1), Signal(init=1), Signal(init=1)
 
         accept = s.tvalid & s.tready
-        take_next = Signal.like(take)           # the packet's take, from its first beat on
-        m.d.comb += take_next.eq(Mux(accept & first, self.take, take))
-        m.d.sync += take.eq(take_next)
+        m.d.sync += take.eq(Mux(accept & first, self.take, take))   # the packet's take, from its first beat on
 
-        after = Signal(range(cap + 1))          # the level once a whole chunk has left (when one can)
+        # ``after``: the level once a chunk has left, level - take, kept beside the level (signed: below a
+        # whole chunk it is negative), so that no sum of the next level waits on another: each is one
+        # addition of registers and the beat's byte count (a new packet's: its count less the new take)
+        after = Signal(range(-OUT, cap + 1))
 
-        def set_level(value):
-            # against both takes, picked after: the handshake that picks is not in front of the arithmetic
-            new = accept & first
-            return [level.eq(value), chunk.eq(Mux(new, value >= self.take, value >= take)),
-                    last_chunk.eq(Mux(new, value <= self.take, value <= take)),
-                    empty.eq(value == 0), room.eq(value <= cap - IN),
-                    after.eq(Mux(new, value - self.take, value - take))]
+        def set_level(level_next, after_next):
+            # the flags from the two sums: a chunk is whole when ``after`` >= 0, the last when <= 0
+            a = Signal.like(after, name="after_next")
+            m.d.comb += a.eq(after_next)
+            return [level.eq(level_next), after.eq(a), chunk.eq(~a[-1]), last_chunk.eq(a[-1] | (a == 0)),
+                    empty.eq(level_next == 0), room.eq(level_next <= cap - IN)]
 
         m.d.comb += [
             o.valid.eq(chunk | (ending & ~empty)),
@@ -203,26 +203,30 @@ class ByteUnpacker(wiring.Component):
         stay = Signal(8 * cap)
         m.d.comb += stay.eq((buf & byte_mask(level, cap)) | (data << Cat(C(0, 3), level)))
         move = Signal(8 * cap)
-        m.d.comb += move.eq(((buf >> Cat(C(0, 3), take)) & byte_mask(after, cap)) | (data << Cat(C(0, 3), after)))
+        shift = after[:len(level)]              # (where a chunk leaves, ``after`` is not negative)
+        m.d.comb += move.eq(((buf >> Cat(C(0, 3), take)) & byte_mask(shift, cap)) | (data << Cat(C(0, 3), shift)))
         with m.If(accept & ending):             # the packet before has left: this one starts afresh
             m.d.sync += buf.eq(data)
         with m.Elif(emit):
             m.d.sync += buf.eq(move)
         with m.Else():
             m.d.sync += buf.eq(stay)
+        # Between packets (``first`` and not ``ending``) the level is 0 and no chunk can leave, and a packet's
+        # last beat sets ``first`` with ``ending``: so a first beat is new (the take is the new one) exactly
+        # where it meets an empty buffer, and a chunk leaves only at the packet's own take.
         with m.If(accept):
             m.d.sync += [ending.eq(s.tlast), first.eq(s.tlast)]
             with m.If(first):
                 m.d.sync += user.eq(s.tuser)
-            with m.If(ending):
-                m.d.sync += set_level(count)
+            with m.If(ending | first):          # a packet starts in an empty buffer
+                m.d.sync += set_level(count, count - self.take)
             with m.Elif(emit):                  # not ending: a chunk leaves only whole
-                m.d.sync += set_level(level + count - take)
+                m.d.sync += set_level(after + count, after + (count - take))
             with m.Else():
-                m.d.sync += set_level(level + count)
+                m.d.sync += set_level(level + count, after + count)
         with m.Else():
             with m.If(emit):
-                m.d.sync += set_level(Mux(last_chunk, 0, level - take))
+                m.d.sync += set_level(Mux(last_chunk, 0, after), Mux(last_chunk, -take, after - take))
             with m.If((emit & o.last) | (ending & empty)):
                 m.d.sync += ending.eq(0)
         return m

@@ -293,7 +293,9 @@ class AggregationEngine(wiring.Component):
         busy = Signal()                      # a result is in the compressor
         held = Signal(self.result)
         fed_all = Signal()
-        m.d.comb += comp.cfg_codec.eq(held.codec)
+        # (the compressor registers its codec: the next result's, from the cycle it is taken, a cycle before
+        # its first beat)
+        m.d.comb += comp.cfg_codec.eq(Mux(~busy & rmeta.r_rdy, data.View(self.result, rmeta.r_data).codec, held.codec))
         head = rq.r_data
         m.d.comb += [comp.s_axis.tdata.eq(head[:W]), comp.s_axis.tkeep.eq(head[W:W + B]),
                      comp.s_axis.tlast.eq(head[W + B]), comp.s_axis.tvalid.eq(busy & ~fed_all & rq.r_rdy),

@@ -39,8 +39,12 @@ PASS = len(AggDrop)
 class ContributionCheck(wiring.Component):
     """``reason``: the first failing check of docs/in_network.md's decision table, rows 1-6 (an
     ``AggDrop``: opcode, unknown_job, not_member, dtype, slot_range, count), or :data:`PASS`; ``record``:
-    the contribution's routing record. Combinational; the job table has ``max_jobs`` entries, each checked
-    beside the others (the matching entry's verdicts are chosen, not looked up and then computed)."""
+    the contribution's routing record, both :data:`LATENCY` cycle after ``header``, ``port`` and ``jobs``.
+    The job table has ``max_jobs`` entries, each checked beside the others into a register (whether it is
+    the frame's job, each check's verdict against it, its pool slot); the cycle after, the matching entry's
+    verdicts are chosen (not looked up and then computed)."""
+
+    LATENCY = 1
 
     def __init__(self, ports: int, max_jobs: int = 4):
         if not 1 <= max_jobs <= MAX_JOBS:
@@ -60,10 +64,29 @@ class ContributionCheck(wiring.Component):
         h = self.header
         jobs = [self.jobs[i] for i in range(self.max_jobs)]
         R = AggDrop
-        # every entry's checks beside the others', then the matching entry's chosen (one-hot, the first
-        # enabled entry with the frame's job id): no path looks an entry up and then compares against it
-        hit = job_hits(m, jobs, h.job, "job")
+        # 1. every entry's checks beside the others', registered, with the header and the port
+        def entry_bits(name, values):
+            regs = [Signal(name=f"{name}{i}") for i in range(len(values))]
+            m.d.sync += [r.eq(v) for r, v in zip(regs, values)]
+            return regs
 
+        hit = entry_bits("hit", job_hits(m, jobs, h.job, "job"))
+        window_bad = entry_bits("window_bad", [h.slot >= (Const(1, 9) << j.window_log2) for j in jobs])
+        member = entry_bits("member", [(h.worker < j.workers) & (j.ports[h.worker[:WORKER_BITS]] == self.port)
+                                       for j in jobs])
+        dtype_bad = entry_bits("dtype_bad", [(h.dtype != j.dtype) | (h.codec != j.codec) for j in jobs])
+        count_bad = entry_bits("count_bad", [h.count > j.packet for j in jobs])
+        pool = [Signal(POOL_BITS, name=f"pool{i}") for i in range(self.max_jobs)]
+        workers = [Signal(len(self.record.workers), name=f"workers{i}") for i in range(self.max_jobs)]
+        codecs = [Signal(Codec, name=f"codec{i}") for i in range(self.max_jobs)]
+        dtypes = [Signal(Dtype, name=f"dtype{i}") for i in range(self.max_jobs)]
+        for j, pl, w, c, d in zip(jobs, pool, workers, codecs, dtypes):
+            m.d.sync += [pl.eq((j.slot_base + h.slot[:9])[:POOL_BITS]), w.eq(j.workers), c.eq(j.codec),
+                         d.eq(j.dtype)]
+        hq, port = Signal.like(h), Signal.like(self.port)
+        m.d.sync += [hq.eq(h), port.eq(self.port)]
+
+        # 2. the hit entry's verdicts (one-hot: the first enabled entry with the frame's job id)
         def chosen(values, width):
             """The hit entry's value (0 when none is hit)."""
             out = Signal(width)
@@ -73,16 +96,14 @@ class ContributionCheck(wiring.Component):
             m.d.comb += out.eq(acc)
             return out
 
-        window_bad = [h.slot >= (Const(1, 9) << j.window_log2) for j in jobs]
-        member = [(h.worker < j.workers) & (j.ports[h.worker[:WORKER_BITS]] == self.port) for j in jobs]
         found = Cat(*hit).any()
         fails = [
-            (R.opcode, h.opcode != FrameOpcode.aggregate),
+            (R.opcode, hq.opcode != FrameOpcode.aggregate),
             (R.unknown_job, ~found),
             (R.not_member, ~chosen(member, 1)),
-            (R.dtype, chosen([(h.dtype != j.dtype) | (h.codec != j.codec) for j in jobs], 1)),
+            (R.dtype, chosen(dtype_bad, 1)),
             (R.slot_range, chosen(window_bad, 1)),
-            (R.count, chosen([h.count > j.packet for j in jobs], 1)),
+            (R.count, chosen(count_bad, 1)),
         ]
         m.d.comb += self.reason.eq(PASS)
         for reason, bad in reversed(fails):
@@ -91,12 +112,12 @@ class ContributionCheck(wiring.Component):
         r = self.record
         index = chosen(list(range(self.max_jobs)), JOB_BITS)
         m.d.comb += [
-            r.job.eq(index), r.job_id.eq(h.job),
-            r.pool_slot.eq(chosen([(j.slot_base + h.slot[:9])[:POOL_BITS] for j in jobs], POOL_BITS)),
-            r.slot.eq(h.slot), r.set.eq((h.flags & FrameFlag.shadow) != 0), r.psn.eq(h.psn),
-            r.offset.eq(h.offset), r.count.eq(h.count), r.collective.eq(h.collective), r.worker.eq(h.worker),
-            r.workers.eq(chosen([j.workers for j in jobs], len(r.workers))), r.port.eq(self.port),
-            r.codec.eq(chosen([j.codec for j in jobs], len(Value.cast(r.codec)))),
-            r.dtype.eq(chosen([j.dtype for j in jobs], len(Value.cast(r.dtype)))),
+            r.job.eq(index), r.job_id.eq(hq.job),
+            r.pool_slot.eq(chosen(pool, POOL_BITS)),
+            r.slot.eq(hq.slot), r.set.eq((hq.flags & FrameFlag.shadow) != 0), r.psn.eq(hq.psn),
+            r.offset.eq(hq.offset), r.count.eq(hq.count), r.collective.eq(hq.collective), r.worker.eq(hq.worker),
+            r.workers.eq(chosen(workers, len(r.workers))), r.port.eq(port),
+            r.codec.eq(chosen([Value.cast(c) for c in codecs], len(Value.cast(r.codec)))),
+            r.dtype.eq(chosen([Value.cast(d) for d in dtypes], len(Value.cast(r.dtype)))),
         ]
         return m

@@ -53,8 +53,10 @@ class PacketCrossbar(wiring.Component):
             rr, _ = round_robin(m, want, last, N, f"out_{k}")
             pick = Signal(range(max(N, 2)), name=f"pick_{k}")
             m.d.comb += pick.eq(Mux(offered, held, rr))
-            sel = Mux(busy, owner, pick)
-            src_meta, src_pay = Array(metas)[sel], Array(pays)[sel]
+            # a record is offered only while the output is free and a payload passes only while it is busy:
+            # the record comes from the pick, the payload from the owner (the round robin is not in front
+            # of the payload's multiplexer, nor of the release at its last beat)
+            src_meta, src_pay = Array(metas)[pick], Array(pays)[owner]
             m.d.comb += [om.payload.eq(src_meta.payload), om.valid.eq(~busy & want.any()),
                          op.tdata.eq(src_pay.tdata), op.tkeep.eq(src_pay.tkeep), op.tlast.eq(src_pay.tlast),
                          op.tvalid.eq(busy & src_pay.tvalid)]

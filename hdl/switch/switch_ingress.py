@@ -95,11 +95,16 @@ class SwitchIngress(wiring.Component):
         skid_buffer(m, "feed", feed_valid, feed_ready, dec_in.tvalid, dec_in.tready,
                     [(pay.tdata, dec_in.tdata), (pay.tkeep, dec_in.tkeep), (pay.tlast, dec_in.tlast),
                      (feed_user, dec_in.tuser)])
-        # the checks of the record at the parser's output, registered: valid once the record has waited a
-        # cycle (a record waits unchanged until it is taken; one that arrives while a frame decodes has)
+        # the checks of the record at the parser's output (ContributionCheck's stage, then a register): valid
+        # once the record has waited 1 + LATENCY cycles (a record waits unchanged until it is taken; one that
+        # arrives while a frame decodes has)
+        waiting = parser.m_meta.valid & ~parser.m_meta.ready
+        waited = Signal(check.LATENCY)
         checked = Signal()
+        m.d.sync += [waited.eq(Cat(waiting, waited[:-1]) & waiting.replicate(check.LATENCY)),
+                     checked.eq(waited[-1] & waiting)]
         chk_record, chk_reason, chk_payload = Signal(Contribution), Signal.like(check.reason), Signal()
-        m.d.sync += [checked.eq(parser.m_meta.valid & ~parser.m_meta.ready), chk_record.eq(check.record),
+        m.d.sync += [chk_record.eq(check.record),
                      chk_reason.eq(check.reason),
                      chk_payload.eq(Cat(*[header.opcode == op for op in DATA_OPCODES]).any())]
         with m.FSM():

@@ -60,26 +60,31 @@ def header(a):
 def test_checks_are_the_models(rng):
     cases = [random_contribution(rng) for _ in range(600)]
     dut = ContributionCheck(4, max_jobs=4)
-    got = []
+    got, held = [], []
 
     async def bench(ctx):
         for i, j in enumerate(JOBS):
             ctx.set(dut.jobs[i].as_value(), entry(j))
-        for port, a in cases:
+        rec = dut.record
+        for k, (port, a) in enumerate(cases):   # (a new case every cycle: its verdict the cycle after)
             ctx.set(dut.header.as_value(), header(a))
             ctx.set(dut.port, port)
-            await ctx.delay(1e-9)
-            rec = dut.record
+            if k:                               # (still the case before: the record is registered)
+                held.append(ctx.get(rec.psn) == cases[k - 1][1].psn)
+            await ctx.tick().repeat(dut.LATENCY)
             got.append((ctx.get(dut.reason), ctx.get(rec.job), ctx.get(rec.pool_slot), ctx.get(rec.set),
-                        ctx.get(rec.workers)))
+                        ctx.get(rec.workers), ctx.get(rec.port), ctx.get(rec.psn)))
 
     sim = Simulator(dut)
+    sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
     reasons = set()
-    for (port, a), (reason, job, pool, s, n) in zip(cases, got):
+    assert len(got) == len(cases) and all(held) and dut.LATENCY == 1
+    for (port, a), (reason, job, pool, s, n, rport, psn) in zip(cases, got):
         want = model_reason(port, a)
         assert reason == want, (port, a, reason, want)
+        assert (rport, psn) == (port, a.psn)
         reasons.add(want)
         if reason == PASS:
             k = next(i for i, j in enumerate(JOBS) if j is not None and j.job == a.job)
