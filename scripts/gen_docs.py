@@ -78,7 +78,7 @@ def ecp5_rows() -> str:
     resources and the critical path, slowest first."""
     ecp = _load("report.json")["ecp5"]
     grades = sorted({g for e in ecp.values() for g in e.get("speed", {})}, key=lambda g: -int(g))
-    parts = next((e["devices"] for e in ecp.values() if "devices" in e), {})
+    parts = {g: d for e in ecp.values() for g, d in e.get("devices", {}).items()}  # (a row may place one grade)
     out = ["| block (W = 64, out of context) | " + " | ".join(f"Fmax (MHz), {parts.get(g, '')} grade {g}" for g in grades)
            + f" | LUT4 | FF | DP16KD | critical path at grade {grades[0] if grades else ''} (start → end; logic + "
            "routing ns) |", "|---|" + "---|" * len(grades) + "---|---|---|---|"]
