@@ -65,24 +65,23 @@ class ContributionCheck(wiring.Component):
         jobs = [self.jobs[i] for i in range(self.max_jobs)]
         R = AggDrop
         # 1. every entry's checks beside the others', registered, with the header and the port
-        def entry_bits(name, values):
-            regs = [Signal(name=f"{name}{i}") for i in range(len(values))]
+        def entry_regs(name, values, width=1):
+            regs = [Signal(width, name=f"{name}{i}") for i in range(len(values))]
             m.d.sync += [r.eq(v) for r, v in zip(regs, values)]
             return regs
 
-        hit = entry_bits("hit", job_hits(m, jobs, h.job, "job"))
-        window_bad = entry_bits("window_bad", [h.slot >= (Const(1, 9) << j.window_log2) for j in jobs])
-        member = entry_bits("member", [(h.worker < j.workers) & (j.ports[h.worker[:WORKER_BITS]] == self.port)
+        r = self.record
+        codec_bits, dtype_bits = len(Value.cast(r.codec)), len(Value.cast(r.dtype))
+        hit = entry_regs("hit", job_hits(m, jobs, h.job, "job"))
+        window_bad = entry_regs("window_bad", [h.slot >= (Const(1, 9) << j.window_log2) for j in jobs])
+        member = entry_regs("member", [(h.worker < j.workers) & (j.ports[h.worker[:WORKER_BITS]] == self.port)
                                        for j in jobs])
-        dtype_bad = entry_bits("dtype_bad", [(h.dtype != j.dtype) | (h.codec != j.codec) for j in jobs])
-        count_bad = entry_bits("count_bad", [h.count > j.packet for j in jobs])
-        pool = [Signal(POOL_BITS, name=f"pool{i}") for i in range(self.max_jobs)]
-        workers = [Signal(len(self.record.workers), name=f"workers{i}") for i in range(self.max_jobs)]
-        codecs = [Signal(Codec, name=f"codec{i}") for i in range(self.max_jobs)]
-        dtypes = [Signal(Dtype, name=f"dtype{i}") for i in range(self.max_jobs)]
-        for j, pl, w, c, d in zip(jobs, pool, workers, codecs, dtypes):
-            m.d.sync += [pl.eq((j.slot_base + h.slot[:9])[:POOL_BITS]), w.eq(j.workers), c.eq(j.codec),
-                         d.eq(j.dtype)]
+        dtype_bad = entry_regs("dtype_bad", [(h.dtype != j.dtype) | (h.codec != j.codec) for j in jobs])
+        count_bad = entry_regs("count_bad", [h.count > j.packet for j in jobs])
+        pool = entry_regs("pool", [(j.slot_base + h.slot[:9])[:POOL_BITS] for j in jobs], POOL_BITS)
+        workers = entry_regs("workers", [j.workers for j in jobs], len(r.workers))
+        codecs = entry_regs("codec", [j.codec for j in jobs], codec_bits)
+        dtypes = entry_regs("dtype", [j.dtype for j in jobs], dtype_bits)
         hq, port = Signal.like(h), Signal.like(self.port)
         m.d.sync += [hq.eq(h), port.eq(self.port)]
 
@@ -109,7 +108,6 @@ class ContributionCheck(wiring.Component):
         for reason, bad in reversed(fails):
             with m.If(bad):
                 m.d.comb += self.reason.eq(reason)
-        r = self.record
         index = chosen(list(range(self.max_jobs)), JOB_BITS)
         m.d.comb += [
             r.job.eq(index), r.job_id.eq(hq.job),
@@ -117,7 +115,7 @@ class ContributionCheck(wiring.Component):
             r.slot.eq(hq.slot), r.set.eq((hq.flags & FrameFlag.shadow) != 0), r.psn.eq(hq.psn),
             r.offset.eq(hq.offset), r.count.eq(hq.count), r.collective.eq(hq.collective), r.worker.eq(hq.worker),
             r.workers.eq(chosen(workers, len(r.workers))), r.port.eq(port),
-            r.codec.eq(chosen([Value.cast(c) for c in codecs], len(Value.cast(r.codec)))),
-            r.dtype.eq(chosen([Value.cast(d) for d in dtypes], len(Value.cast(r.dtype)))),
+            r.codec.eq(chosen(codecs, codec_bits)),
+            r.dtype.eq(chosen(dtypes, dtype_bits)),
         ]
         return m
