@@ -175,8 +175,12 @@ class Nic(wiring.Component):
         ]
 
         # -- the DMA engine's user: the command processor, or the engine running the collective -----------------
+        # who owns the DMA engine and the shared codecs, in registers: the choice comes from the command
+        # processor's descriptor, across the chip, and fans out to every multiplexer of the shared ports
+        # (the engine first uses them cycles after its start; the ports change hands a cycle after it ends)
         use_sw = cmd.use_switch
-        act_ring, act_sw = cmd.engine_active & ~use_sw, cmd.engine_active & use_sw
+        act_ring, act_sw = Signal(), Signal()
+        m.d.sync += [act_ring.eq(cmd.engine_active & ~cmd.use_switch), act_sw.eq(cmd.engine_active & cmd.use_switch)]
         for name in DMA_PORTS:
             share(m, getattr(dma, name), [(getattr(eng, name), act_ring), (getattr(cl, name), act_sw),
                                           (getattr(cmd, name), None)])
