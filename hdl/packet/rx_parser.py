@@ -49,7 +49,7 @@ class RxParser(wiring.Component):
     * Store and forward: a frame's payload is written to a buffer as it arrives and published (or rolled
       back) after its last beat, so a bad frame never leaves and never stalls the next one.
     * Throughput: one beat per cycle on ``s_axis`` for back-to-back frames while the outputs keep up.
-    * Latency: the payload's first beat leaves 3 cycles after the frame's last beat.
+    * Latency: the payload's first beat leaves 3 cycles after the frame's last beat, its record 4.
     * Backpressure: ``s_axis.tready`` is a registered check of buffer room; nothing accepted is lost.
     * Sequence check (the ring's reliable link, contract/link.py), while ``seq_enable``: a data or result
       frame that passes every other check is accepted only if its ``psn`` is ``seq_expect`` and
@@ -94,7 +94,9 @@ class RxParser(wiring.Component):
         m.submodules.mem = mem = Memory(shape=entry, depth=self.depth, init=[])
         wp = mem.write_port()
         rp = mem.read_port()
-        m.submodules.meta = meta = SyncFifo(width=RxMeta.size, depth=4)
+        # (the records: written a cycle after the verdict, so up to four frames of one beat each are on their way
+        # while ``room`` is seen low; 8 entries cost the same distributed RAM as 4)
+        m.submodules.meta = meta = SyncFifo(width=RxMeta.size, depth=8)
         ptr_bits = self.depth.bit_length()
         wr_ptr, commit, rd_ptr = (Signal(ptr_bits, name=n) for n in ("wr_ptr", "commit", "rd_ptr"))
 
@@ -216,12 +218,17 @@ class RxParser(wiring.Component):
                 with m.If(drop_bits[i] & ~drop_bits[:i].any()):
                     m.d.sync += self.stat_drops[i].eq(self.stat_drops[i] + 1)
 
-        record = Signal(RxMeta)
-        m.d.comb += [
-            record.ainic.eq(network_order(hdr[8 * (udp_at + UDP_BYTES):8 * FRAME_HEADER_BYTES], HEADER_BYTES)),
-            record.src_ip.eq(h.ipv4.src),
-            meta.w_data.eq(record),
-        ]
+        # 3. the cycle after the verdict, an accepted frame's record is written (from a register: the next
+        #    frame's first beat may replace the header's meanwhile) and counted
+        record, put = Signal(RxMeta), Signal()
+        with m.If(pending):
+            m.d.sync += [record.ainic.eq(network_order(hdr[8 * (udp_at + UDP_BYTES):8 * FRAME_HEADER_BYTES],
+                                                       HEADER_BYTES)),
+                         record.src_ip.eq(h.ipv4.src)]
+        m.d.sync += put.eq(pending & accept)
+        m.d.comb += [meta.w_data.eq(record), meta.w_en.eq(put)]
+        with m.If(put):
+            m.d.sync += self.stat_accepted.eq(self.stat_accepted + 1)
         with m.If(pending):
             m.d.comb += [self.seq_accepted.eq(accept & seq.ring),
                          self.seq_duplicate.eq(~before_seq & seq.ring & seq.older),
@@ -230,9 +237,7 @@ class RxParser(wiring.Component):
                 m.d.comb += [wr_en.eq(1), wr_data.eq(Cat(flush_data, C(0, 8 * o),
                                                          Cat(*[Mux(i < flush_keep, 1, 0) for i in range(B)]), 1))]
             with m.If(accept):
-                m.d.sync += [wr_ptr.eq(wr_ptr + flush), commit.eq(wr_ptr + flush),   # (accept: seq.bad is 0)
-                             self.stat_accepted.eq(self.stat_accepted + 1)]
-                m.d.comb += meta.w_en.eq(1)
+                m.d.sync += [wr_ptr.eq(wr_ptr + flush), commit.eq(wr_ptr + flush)]   # (accept: seq.bad is 0)
             with m.Else():
                 m.d.sync += [wr_ptr.eq(commit), drop.eq(1)]
 

@@ -34,6 +34,8 @@ class SwitchIngress(wiring.Component):
     * ``port``: which of the switch's ports this is (a constant where the switch instantiates it: an input
       rather than a parameter so that the N ingresses are one module, which a simulator compiles once).
 
+    * Every beat crosses a register slice first (one cycle; ``s_axis.tready`` is a flip-flop), with the way
+      that its frame goes, decided as the first beat enters.
     * One frame at a time is decoded (the decoder's codec changes only while it is empty, and its input
       comes through a register slice); the parser buffers what arrives meanwhile.
       ``stat_accepted`` / ``stat_drops``: the parser's counters.
@@ -67,17 +69,24 @@ class SwitchIngress(wiring.Component):
                      parser.cfg_udp_port.eq(self.cfg_udp_port), parser.cfg_rank.eq(SWITCH_RANK),
                      self.stat_accepted.eq(parser.stat_accepted), self.stat_drops.eq(parser.stat_drops)]
 
-        # -- which way a frame goes, decided on its first beat ------------------------------------------
+        # -- which way a frame goes, decided on its first beat as it enters; the beat and its way cross a
+        #    register slice, so that what the parser and the forwarding path take is a flip-flop's (the
+        #    parser's take enables every register of its header) ----------------------------------------
         in_frame = Signal()
         held = Signal()
         to_switch = Mux(in_frame, held, _dst_mac(s.tdata) == self.cfg_mac)
-        p, f = parser.s_axis, self.m_fwd
-        m.d.comb += [p.tdata.eq(s.tdata), p.tkeep.eq(s.tkeep), p.tlast.eq(s.tlast), p.tuser.eq(s.tuser),
-                     f.tdata.eq(s.tdata), f.tkeep.eq(s.tkeep), f.tlast.eq(s.tlast), f.tuser.eq(s.tuser),
-                     p.tvalid.eq(s.tvalid & to_switch), f.tvalid.eq(s.tvalid & ~to_switch),
-                     s.tready.eq(Mux(to_switch, p.tready, f.tready))]
         with m.If(s.tvalid & s.tready):
             m.d.sync += [in_frame.eq(~s.tlast), held.eq(to_switch)]
+        b_valid, b_ready, b_route = Signal(), Signal(), Signal()
+        b = AxiStreamSignature(self.width, 1).create(path=("beat",))
+        skid_buffer(m, "in", s.tvalid, s.tready, b_valid, b_ready,
+                    [(s.tdata, b.tdata), (s.tkeep, b.tkeep), (s.tlast, b.tlast), (s.tuser, b.tuser),
+                     (to_switch, b_route)])
+        p, f = parser.s_axis, self.m_fwd
+        m.d.comb += [p.tdata.eq(b.tdata), p.tkeep.eq(b.tkeep), p.tlast.eq(b.tlast), p.tuser.eq(b.tuser),
+                     f.tdata.eq(b.tdata), f.tkeep.eq(b.tkeep), f.tlast.eq(b.tlast), f.tuser.eq(b.tuser),
+                     p.tvalid.eq(b_valid & b_route), f.tvalid.eq(b_valid & ~b_route),
+                     b_ready.eq(Mux(b_route, p.tready, f.tready))]
 
         # -- checks, then the decoder ---------------------------------------------------------------------
         header = parser.m_meta.payload.ainic
