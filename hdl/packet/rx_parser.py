@@ -49,7 +49,7 @@ class RxParser(wiring.Component):
     * Store and forward: a frame's payload is written to a buffer as it arrives and published (or rolled
       back) after its last beat, so a bad frame never leaves and never stalls the next one.
     * Throughput: one beat per cycle on ``s_axis`` for back-to-back frames while the outputs keep up.
-    * Latency: the payload's first beat leaves 3 cycles after the frame's last beat, its record 4.
+    * Latency: the payload's first beat and the record leave 4 cycles after the frame's last beat.
     * Backpressure: ``s_axis.tready`` is a registered check of buffer room; nothing accepted is lost.
     * Sequence check (the ring's reliable link, contract/link.py), while ``seq_enable``: a data or result
       frame that passes every other check is accepted only if its ``psn`` is ``seq_expect`` and
@@ -242,10 +242,14 @@ class RxParser(wiring.Component):
                 m.d.sync += [wr_ptr.eq(commit), drop.eq(1)]
 
         # -- output side ---------------------------------------------------------------------------------
+        # (``avail``: the buffer holds a published beat, a flip-flop: from the commit pointer as it was a cycle
+        # before, so that a frame's payload is seen the cycle after its publication; the read enable of the
+        # buffer's block RAMs is one gate from registers)
         out = self.m_axis
-        out_valid = Signal()
-        fetch = (rd_ptr != commit) & (~out_valid | out.tready)
+        out_valid, avail = Signal(), Signal()
+        fetch = avail & (~out_valid | out.tready)
         m.d.comb += [rp.addr.eq(rd_ptr[:ptr_bits - 1]), rp.en.eq(fetch)]
+        m.d.sync += avail.eq(Mux(fetch, commit != (rd_ptr + 1)[:ptr_bits], commit != rd_ptr))
         with m.If(fetch):
             m.d.sync += [rd_ptr.eq(rd_ptr + 1), out_valid.eq(1)]
         with m.Elif(out.tready):
