@@ -34,6 +34,20 @@ SEQ_CHECKS = (DropReason.link_down, DropReason.duplicate, DropReason.out_of_orde
 HEADER_CHECKS = [r for r in DropReason if r not in (
     DropReason.mac_error, DropReason.runt, DropReason.oversize, DropReason.ip_length, *SEQ_CHECKS)]
 
+def _frame_end(*path) -> int:
+    """Where (the byte after) a field of the frame header ends in the frame: ``path`` names it in
+    :data:`FrameHeader` (the header's bus is the frame's bytes in network order, its bit 0 the last byte's)."""
+    layout, offset = FrameHeader, 0
+    for name in path:
+        offset += layout[name].offset
+        layout = layout[name].shape
+    return FRAME_HEADER_BYTES - offset // 8
+
+
+#: the ends of the fields that the frame's expected lengths are found from
+FIELD_ENDS = (_frame_end("ipv4", "total_length"), _frame_end("ainic", "opcode"), _frame_end("ainic", "codec"),
+              _frame_end("ainic", "count"))
+
 #: ``m_meta``'s record: the accepted frame's ainic header and the sender's IPv4 address
 RxMeta = data.StructLayout({"ainic": AinicHeader, "src_ip": 32})
 
@@ -177,7 +191,13 @@ class RxParser(wiring.Component):
         # (a frame shorter than the header is a runt, or of another ethertype: the checksum does not decide)
         ip_at, udp_at = ETH_BYTES, ETH_BYTES + IPV4_BYTES
         early_csum = (udp_at - 1) // B < K - 1
-        hf, exp_ip_len, exp_len = self._header_checks(m, hdr_next, checksum=not early_csum)
+        hf = self._header_checks(m, hdr_next, checksum=not early_csum)
+        # the lengths the header calls for, from the registered header where the fields that decide them (the
+        # IPv4 length, the opcode, codec and count) end before the header's last beat (a frame that ends
+        # sooner is shorter than the header: a runt, or of another ethertype, whose lengths do not decide);
+        # else from the header with this beat in
+        ends = max(FIELD_ENDS) - 1
+        exp_ip_len, exp_len = self._expected_lengths(m, hdr if ends // B < K - 1 else hdr_next)
         hf_r = Signal.like(hf)
         exp_ip_len_r, exp_len_r = Signal.like(exp_ip_len), Signal.like(exp_len)
         with m.If(take):
@@ -265,12 +285,26 @@ class RxParser(wiring.Component):
         ]
         return m
 
+    @staticmethod
+    def _view(bus):
+        return data.View(FrameHeader, network_order(bus[:8 * FRAME_HEADER_BYTES], FRAME_HEADER_BYTES))
+
+    def _expected_lengths(self, m, bus):
+        """What the length of the frame whose header is ``bus`` (bus order) must be: ``ip.total_length`` + the
+        Ethernet header, and the whole header + the payload that ``count`` elements of ``codec`` need (a data
+        frame; else the header alone). Only the fields of :data:`FIELD_ENDS` are read."""
+        h = self._view(bus)
+        a = h.ainic
+        data_op = Cat(*[a.opcode == op for op in DATA_OPCODES]).any()
+        exp_ip_len, exp_len = Signal(17), Signal(20)
+        m.d.comb += [exp_ip_len.eq(h.ipv4.total_length + ETH_BYTES),
+                     exp_len.eq(FRAME_HEADER_BYTES + Mux(data_op, payload_bytes(m, a.codec, a.count), 0))]
+        return exp_ip_len, exp_len
+
     def _header_checks(self, m, bus, checksum=True):
         """The checks of :data:`HEADER_CHECKS` on the frame header ``bus`` (bus order), one bit each (the IPv4
-        checksum's 0 unless ``checksum``), and what
-        the frame's length must be: ``ip.total_length`` + the Ethernet header, and the whole header + the
-        payload that ``count`` elements of ``codec`` need (a data frame; else the header alone)."""
-        h = data.View(FrameHeader, network_order(bus[:8 * FRAME_HEADER_BYTES], FRAME_HEADER_BYTES))
+        checksum's 0 unless ``checksum``)."""
+        h = self._view(bus)
         a, ip, udp, eth = h.ainic, h.ipv4, h.udp, h.eth
         ip_at, udp_at = ETH_BYTES, ETH_BYTES + IPV4_BYTES
         data_op = Cat(*[a.opcode == op for op in DATA_OPCODES]).any()
@@ -293,10 +327,7 @@ class RxParser(wiring.Component):
             R.dst_rank: a.dst_rank != self.cfg_rank,
         }
         assert list(checks) == HEADER_CHECKS
-        exp_ip_len, exp_len = Signal(17), Signal(20)
-        m.d.comb += [exp_ip_len.eq(ip.total_length + ETH_BYTES),
-                     exp_len.eq(FRAME_HEADER_BYTES + Mux(data_op, payload_bytes(m, a.codec, a.count), 0))]
-        return Cat(*checks.values()), exp_ip_len, exp_len
+        return Cat(*checks.values())
 
     def _sequence(self, m, a):
         """The sequence check of the header ``a`` (the reliable link's receive rule): ``ring`` (a data or
