@@ -180,7 +180,7 @@ class Nic(wiring.Component):
         # (the engine first uses them cycles after its start; the ports change hands a cycle after it ends)
         use_sw = cmd.use_switch
         act_ring, act_sw = Signal(), Signal()
-        m.d.sync += [act_ring.eq(cmd.engine_active & ~cmd.use_switch), act_sw.eq(cmd.engine_active & cmd.use_switch)]
+        m.d.sync += [act_ring.eq(cmd.engine_active & ~use_sw), act_sw.eq(cmd.engine_active & use_sw)]
         for name in DMA_PORTS:
             share(m, getattr(dma, name), [(getattr(eng, name), act_ring), (getattr(cl, name), act_sw),
                                           (getattr(cmd, name), None)])

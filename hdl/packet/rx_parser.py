@@ -34,6 +34,7 @@ SEQ_CHECKS = (DropReason.link_down, DropReason.duplicate, DropReason.out_of_orde
 HEADER_CHECKS = [r for r in DropReason if r not in (
     DropReason.mac_error, DropReason.runt, DropReason.oversize, DropReason.ip_length, *SEQ_CHECKS)]
 
+
 def _frame_end(*path) -> int:
     """Where (the byte after) a field of the frame header ends in the frame: ``path`` names it in
     :data:`FrameHeader` (the header's bus is the frame's bytes in network order, its bit 0 the last byte's)."""
@@ -123,7 +124,7 @@ class RxParser(wiring.Component):
 
         beat = Signal(range(max(K + 1, 2)))            # beat index, saturating at K
         hdr = Signal(8 * B * K)
-        h = data.View(FrameHeader, network_order(hdr[:8 * FRAME_HEADER_BYTES], FRAME_HEADER_BYTES))
+        h = self._view(hdr)
         seq = self._sequence(m, h.ainic)
         length = Signal(16)                             # frame bytes so far (saturating)
         err = Signal()
@@ -287,6 +288,7 @@ class RxParser(wiring.Component):
 
     @staticmethod
     def _view(bus):
+        """The frame header ``bus`` (bus order) as a :data:`FrameHeader`."""
         return data.View(FrameHeader, network_order(bus[:8 * FRAME_HEADER_BYTES], FRAME_HEADER_BYTES))
 
     def _expected_lengths(self, m, bus):

@@ -77,16 +77,15 @@ class SwitchIngress(wiring.Component):
         to_switch = Mux(in_frame, held, _dst_mac(s.tdata) == self.cfg_mac)
         with m.If(s.tvalid & s.tready):
             m.d.sync += [in_frame.eq(~s.tlast), held.eq(to_switch)]
-        b_valid, b_ready, b_route = Signal(), Signal(), Signal()
-        b = AxiStreamSignature(self.width, 1).create(path=("beat",))
-        skid_buffer(m, "in", s.tvalid, s.tready, b_valid, b_ready,
+        b, b_route = AxiStreamSignature(self.width, 1).create(path=("beat",)), Signal()
+        skid_buffer(m, "in", s.tvalid, s.tready, b.tvalid, b.tready,
                     [(s.tdata, b.tdata), (s.tkeep, b.tkeep), (s.tlast, b.tlast), (s.tuser, b.tuser),
                      (to_switch, b_route)])
         p, f = parser.s_axis, self.m_fwd
         m.d.comb += [p.tdata.eq(b.tdata), p.tkeep.eq(b.tkeep), p.tlast.eq(b.tlast), p.tuser.eq(b.tuser),
                      f.tdata.eq(b.tdata), f.tkeep.eq(b.tkeep), f.tlast.eq(b.tlast), f.tuser.eq(b.tuser),
-                     p.tvalid.eq(b_valid & b_route), f.tvalid.eq(b_valid & ~b_route),
-                     b_ready.eq(Mux(b_route, p.tready, f.tready))]
+                     p.tvalid.eq(b.tvalid & b_route), f.tvalid.eq(b.tvalid & ~b_route),
+                     b.tready.eq(Mux(b_route, p.tready, f.tready))]
 
         # -- checks, then the decoder ---------------------------------------------------------------------
         header = parser.m_meta.payload.ainic
