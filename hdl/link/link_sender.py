@@ -161,16 +161,19 @@ class LinkSender(wiring.Component):
         # -- acks and nacks from the next rank ------------------------------------------------------------------
         a = self.ack.payload
         m.d.comb += self.ack.ready.eq(1)
-        # in [una, high]: the window high - una is at most the records kept (rbits + 1 bits), so an ack in it
-        # is less than 2**(rbits + 1) ahead of una, and high - psn (the window less that) is not negative
-        # in rbits + 2 bits: two subtractions side by side, no compare after either
-        ahead, behind = Signal(32), Signal(rbits + 2)
-        m.d.comb += [ahead.eq(a.psn - una), behind.eq(high[:rbits + 2] - a.psn[:rbits + 2])]
-        in_window = self.ack.valid & (ahead[rbits + 1:] == 0) & ~behind[rbits + 1]
-        progress = in_window & (ahead != 0)
+        # in [una, high]: the window high - una is at most the records kept (k = rbits + 1 bits), so an ack in
+        # it is less than 2**k ahead of una, and high - psn (the window less that) is not negative in k + 1
+        # bits. psn - una < 2**k is: the high bits equal una's, plus 1 where the low k bits borrow
+        # (``una_hi1``, a register beside una): equalities and a k-bit subtraction side by side, no 32-bit sum
+        una_hi1 = Signal(32 - k, init=1)        # una[k:] + 1
+        borrow, behind = Signal(), Signal(k + 1)
+        m.d.comb += [borrow.eq(a.psn[:k] < una[:k]), behind.eq(high[:k + 1] - a.psn[:k + 1])]
+        in_window = (self.ack.valid & Mux(borrow, a.psn[k:] == una_hi1, a.psn[k:] == una[k:])
+                     & ~behind[k])
+        progress = in_window & (a.psn != una)
         m.d.comb += [gate.limit_valid.eq(in_window), gate.limit_frames.eq(a.psn + a.room), gate.limit_beats.eq(a.beats)]
         with m.If(in_window):
-            m.d.sync += una.eq(a.psn)
+            m.d.sync += [una.eq(a.psn), una_hi1.eq(a.psn[k:] + 1)]
 
         # -- the timer, back-off and rewinds -----------------------------------------------------------------------
         backoff = Signal(3)
@@ -214,14 +217,16 @@ class LinkSender(wiring.Component):
                          backoff.eq(Mux(backoff == 7, 7, backoff + 1))]
         with m.Elif(nack_rewind):
             m.d.sync += probing.eq(0)
-        # (the sums from tx alone, beside the late ``sent``: a.psn >= tx + sent is a.psn - tx >= sent)
-        tx_plus1, past_tx, tx_next = Signal(32), Signal(32), Signal(32)
+        # (the sums from tx alone, beside the late ``sent``: a.psn >= tx + sent is a.psn - tx >= sent). With
+        # una - 1 <= tx <= high <= una + R and an ack in the window, a.psn - tx is within [-R, R + 1]: its
+        # k + 1 low bits hold it, sign and all
+        tx_plus1, past_tx, tx_next = Signal(32), Signal(k + 1), Signal(32)
         m.d.comb += [tx_plus1.eq(tx + 1), past_tx.eq(a.psn - tx), tx_next.eq(Mux(sent, tx_plus1, tx))]
         with m.If(expire):
             m.d.sync += tx.eq(Mux(outstanding, una, high - 1))
         with m.Elif(nack_rewind):
             m.d.sync += tx.eq(a.psn)
-        with m.Elif(in_window & ~past_tx[31] & ~(sent & (past_tx == 0))):
+        with m.Elif(in_window & ~past_tx[k] & ~(sent & (past_tx == 0))):
             m.d.sync += tx.eq(a.psn)            # (during a replay) the receiver has these: skip them
         with m.Else():
             m.d.sync += tx.eq(tx_next)

@@ -12,6 +12,7 @@ from hdl.codec.decompressor import Decompressor
 from hdl.packet.rx_parser import RxParser
 from hdl.stream.axis import AxiStreamSignature
 from hdl.stream.register_slice import skid_buffer
+from hdl.stream.sync_fifo import SyncFifo
 from hdl.switch.contribution_check import JOB_BITS, PASS, Contribution, ContributionCheck
 from hdl.switch.job_table import JobEntry
 
@@ -36,8 +37,11 @@ class SwitchIngress(wiring.Component):
 
     * Every beat crosses a register slice first (one cycle; ``s_axis.tready`` is a flip-flop), with the way
       that its frame goes, decided as the first beat enters.
-    * One frame at a time is decoded (the decoder's codec changes only while it is empty, and its input
-      comes through a register slice); the parser buffers what arrives meanwhile.
+    * Payloads follow each other into the decoder through a register slice, a frame's first beat the cycle
+      after the last of the one before (its codec changes only while it holds no frame); records wait for
+      the engine in a queue of four, in the order of their payloads, each offered once the payload before
+      it has left (as :class:`~hdl.switch.packet_crossbar.PacketCrossbar` requires). The parser buffers
+      what arrives meanwhile.
       ``stat_accepted`` / ``stat_drops``: the parser's counters.
     """
 
@@ -90,22 +94,37 @@ class SwitchIngress(wiring.Component):
         # -- checks, then the decoder ---------------------------------------------------------------------
         header = parser.m_meta.payload.ainic
         m.d.comb += [check.header.eq(header), check.port.eq(self.port), check.jobs.eq(self.jobs)]
-        record = Signal(Contribution)
+        count = Signal(Contribution.members["count"])
         has_payload = Signal()
         pay = parser.m_axis
         dec_in, dec_out, o = dec.s_axis, dec.m_axis, self.m_axis
         first = Signal(init=1)
-        fed = Signal()                          # the payload's last beat is in the decoder
-        m.d.comb += dec.cfg_codec.eq(record.codec)
+        # the decoder's codec, a register: it changes only while the decoder holds no frame (``inflight``:
+        # frames whose last beat went in and has not come out), so frames of one codec follow each other in
+        # without a gap and the decoder never sees a packet under the wrong codec
+        codec = Signal(Contribution.members["codec"])
+        inflight = Signal(8)
+        m.d.comb += dec.cfg_codec.eq(codec)
         # the payload reaches the decoder through a register slice: the state and the parser's stream
         # stop at its registers, not in the decoder's unpacker
         feed_valid, feed_ready, feed_user = Signal(), Signal(), Signal.like(dec_in.tuser)
         skid_buffer(m, "feed", feed_valid, feed_ready, dec_in.tvalid, dec_in.tready,
                     [(pay.tdata, dec_in.tdata), (pay.tkeep, dec_in.tkeep), (pay.tlast, dec_in.tlast),
                      (feed_user, dec_in.tuser)])
+        # records on to the engine through a queue, in the order of their payloads out of the decoder: the
+        # next frame is fed while the one before is decoded. A record is offered once the payload before it
+        # has left (``open``: a record went, its payload's last beat has not), as the crossbar requires
+        m.submodules.meta_q = mq = SyncFifo(width=Contribution.size, depth=4)
+        open_ = Signal()
+        m.d.comb += [self.m_meta.payload.eq(mq.r_data), self.m_meta.valid.eq(mq.r_rdy & ~open_),
+                     mq.r_en.eq(self.m_meta.valid & self.m_meta.ready)]
+        with m.If(self.m_meta.valid & self.m_meta.ready):
+            m.d.sync += open_.eq(1)
+        with m.If(o.tvalid & o.tready & o.tlast):
+            m.d.sync += open_.eq(0)
         # the checks of the record at the parser's output (ContributionCheck's stage, then a register): valid
         # once the record has waited 1 + LATENCY cycles (a record waits unchanged until it is taken; one that
-        # arrives while a frame decodes has)
+        # arrives while a frame is fed has)
         waiting = parser.m_meta.valid & ~parser.m_meta.ready
         waited = Signal(check.LATENCY)
         checked = Signal()
@@ -115,37 +134,38 @@ class SwitchIngress(wiring.Component):
         m.d.sync += [chk_record.eq(check.record),
                      chk_reason.eq(check.reason),
                      chk_payload.eq(Cat(*[header.opcode == op for op in DATA_OPCODES]).any())]
+        passed = chk_reason == PASS
+        fed_last, out_last = Signal(), Signal()
+        m.d.comb += [fed_last.eq(pay.tvalid & pay.tready & pay.tlast & feed_valid),
+                     out_last.eq(o.tvalid & o.tready & o.tlast)]
+        m.d.sync += inflight.eq(inflight + fed_last - out_last)
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += parser.m_meta.ready.eq(checked)
-                with m.If(parser.m_meta.valid & checked):
-                    m.d.sync += [record.eq(chk_record), first.eq(1), has_payload.eq(chk_payload)]
-                    m.d.comb += [self.check_event.valid.eq(chk_reason != PASS),
+                m.d.comb += parser.m_meta.ready.eq(checked & (~passed | (mq.w_rdy & ((chk_record.codec == codec)
+                                                                                     | (inflight == 0)))))
+                with m.If(parser.m_meta.valid & parser.m_meta.ready):
+                    m.d.sync += [count.eq(chk_record.count), first.eq(1), has_payload.eq(chk_payload)]
+                    m.d.comb += [self.check_event.valid.eq(~passed),
                                  self.check_event.job_valid.eq(chk_reason > AggDrop.unknown_job),
                                  self.check_event.job.eq(chk_record.job),
                                  self.check_event.reason.eq(chk_reason)]
-                    with m.If(chk_reason == PASS):
-                        m.next = "OFFER"
+                    with m.If(passed):
+                        m.d.comb += [mq.w_en.eq(1), mq.w_data.eq(chk_record)]
+                        m.d.sync += codec.eq(chk_record.codec)
+                        m.next = "FEED"
                     with m.Else():
                         m.next = "DROP"
             with m.State("DROP"):
                 m.d.comb += pay.tready.eq(1)
                 with m.If(~has_payload | (pay.tvalid & pay.tlast)):
                     m.next = "IDLE"
-            with m.State("OFFER"):
-                m.d.comb += [self.m_meta.payload.eq(record), self.m_meta.valid.eq(1)]
-                with m.If(self.m_meta.ready):
-                    m.next = "DECODE"
-            with m.State("DECODE"):
-                m.d.comb += [feed_user.eq(Mux(first, record.count, 0)), feed_valid.eq(pay.tvalid & ~fed),
-                             pay.tready.eq(feed_ready & ~fed)]
+            with m.State("FEED"):
+                m.d.comb += [feed_user.eq(Mux(first, count, 0)), feed_valid.eq(pay.tvalid),
+                             pay.tready.eq(feed_ready)]
                 with m.If(pay.tvalid & pay.tready):
                     m.d.sync += first.eq(0)
                     with m.If(pay.tlast):
-                        m.d.sync += fed.eq(1)
-                with m.If(o.tvalid & o.tready & o.tlast):
-                    m.d.sync += fed.eq(0)
-                    m.next = "IDLE"
+                        m.next = "IDLE"
         m.d.comb += [o.tdata.eq(dec_out.tdata), o.tkeep.eq(dec_out.tkeep), o.tlast.eq(dec_out.tlast),
                      o.tvalid.eq(dec_out.tvalid), dec_out.tready.eq(o.tready)]
         return m
