@@ -27,7 +27,7 @@ from hdl.nic.command_processor import CommandProcessor
 from hdl.packet.rx_parser import RxParser
 from hdl.packet.tx_builder import TxBuilder
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
-from hdl.stream.register_slice import AxiSlice, StreamSlice, registered_reset
+from hdl.stream.register_slice import AxiSlice, PortSlice, StreamSlice, registered_reset
 from hdl.stream.sync_fifo import SyncFifo
 
 DMA_PORTS = ("rd_cmd", "rd_data", "wr_cmd", "wr_data", "wr_status")     # shared by command processor and engine
@@ -60,6 +60,20 @@ def share(m, block, users):
                     m.d.comb += v.eq(value & act)
                 else:
                     m.d.comb += v.eq(value)
+
+
+def sliced(m, name, block, members, reset=None):
+    """``block``'s ports ``members`` through a :class:`PortSlice` (submodule ``name``; reset with ``reset``
+    too where the block is): returns the slice's front, the same ports a register away from the block."""
+    sl = PortSlice(wiring.Signature({n: block.signature.members[n] for n in members}))
+    m.submodules[name] = sl if reset is None else ResetInserter(reset)(sl)
+    for n in members:
+        member, theirs, ours = block.signature.members[n], getattr(block, n), getattr(sl.back, n)
+        if not member.is_port:
+            wiring.connect(m, ours, theirs)
+        else:
+            m.d.comb += theirs.eq(ours) if member.flow == In else ours.eq(theirs)
+    return sl.front
 
 
 class Absent(wiring.Component):
@@ -181,20 +195,26 @@ class Nic(wiring.Component):
         use_sw = cmd.use_switch
         act_ring, act_sw = Signal(), Signal()
         m.d.sync += [act_ring.eq(cmd.engine_active & ~use_sw), act_sw.eq(cmd.engine_active & use_sw)]
+        # the shared blocks sit behind register slices (PortSlice): their users are elsewhere on the chip, and
+        # a path through a user, a multiplexer and the block (a ready from the compressor through the engine
+        # to the DMA reader's FIFO) would otherwise be one cycle's
+        dma_ports = sliced(m, "dma_ports", dma, DMA_PORTS)
         for name in DMA_PORTS:
-            share(m, getattr(dma, name), [(getattr(eng, name), act_ring), (getattr(cl, name), act_sw),
-                                          (getattr(cmd, name), None)])
+            share(m, getattr(dma_ports, name), [(getattr(eng, name), act_ring), (getattr(cl, name), act_sw),
+                                                (getattr(cmd, name), None)])
         # -- the codecs: one compressor and two decompressors for the ring engine, the switch client and
         # the local copy's codec loop (one of them runs at a time); reset as each job starts, so that nothing
         # a job left behind (an aborted packet) reaches the next
         codec_reset = cmd.engine_start | cmd.loop_start
         codecs = self.build.codecs
         comp, dec0, dec1 = Compressor(W, codecs), Decompressor(W, codecs), Decompressor(W, codecs)
+        ports = {}
         for name, block in (("comp", comp), ("dec0", dec0), ("dec1", dec1)):
             m.submodules[name] = ResetInserter(codec_reset)(block)
-        share(m, comp, [(eng.comp, act_ring), (cl.comp, act_sw), (loop.comp, None)])
-        share(m, dec0, [(eng.d_rx, act_ring), (cl.dec, act_sw), (loop.dec, None)])
-        share(m, dec1, [(eng.d_out, act_ring)])
+            ports[name] = sliced(m, f"{name}_ports", block, block.signature.members, reset=codec_reset)
+        share(m, ports["comp"], [(eng.comp, act_ring), (cl.comp, act_sw), (loop.comp, None)])
+        share(m, ports["dec0"], [(eng.d_rx, act_ring), (cl.dec, act_sw), (loop.dec, None)])
+        share(m, ports["dec1"], [(eng.d_out, act_ring)])
         m.d.comb += dma.wr_poison.eq(cmd.wr_poison & ~cmd.engine_active)
         wiring.connect(m, cmd.loop_in, loop.s_axis)
         wiring.connect(m, loop.m_axis, cmd.loop_out)
@@ -255,7 +275,7 @@ class Nic(wiring.Component):
         m.submodules.rx_slice = rx_slice = StreamSlice(W, 1)
         wiring.connect(m, wiring.flipped(self.s_axis_rx), rx_slice.s_axis)
         wiring.connect(m, rx_slice.m_axis, rx.s_axis)
-        self._route_received(m, rx, eng, cl, ls, nxt)
+        self._route_received(m, sliced(m, "rx_out", rx, ("m_meta", "m_axis")), eng, cl, ls, nxt)
         ep = eng.rx_payload           # what the engine took from the parser: consumed (the receiver's credit)
         m.d.comb += [lr.consumed_beats.eq(ep.tvalid & ep.tready), lr.consumed.eq(ep.tvalid & ep.tready & ep.tlast)]
         # the engine's frames through the link sender; its output held while the link is in reset
@@ -265,7 +285,7 @@ class Nic(wiring.Component):
         ring = SimpleNamespace(tx_meta=ls.m_meta.signature.create(path=("ring_tx_meta",)), tx_payload=ls.m_payload)
         m.d.comb += [ring.tx_meta.payload.eq(ls.m_meta.payload), ring.tx_meta.valid.eq(ls.m_meta.valid & ~link_reset),
                      ls.m_meta.ready.eq(ring.tx_meta.ready & ~link_reset)]
-        self._share_transmit(m, tx, ring, cl)
+        self._share_transmit(m, sliced(m, "tx_in", tx, ("s_meta", "s_axis")), ring, cl)
         m.submodules.tx_slice = tx_slice = StreamSlice(W)
         wiring.connect(m, tx.m_axis, tx_slice.s_axis)
         wiring.connect(m, tx_slice.m_axis, wiring.flipped(self.m_axis_tx))
@@ -334,16 +354,25 @@ class Nic(wiring.Component):
     @staticmethod
     def _share_transmit(m, tx, eng, cl):
         """The builder takes frames from the collective engine and the switch client, a frame at a time
-        (round-robin on the records); a frame's payload comes from the source of its record."""
+        (round-robin on the records); a frame's payload comes from the source of its record. ``tx`` is the
+        builder behind a register slice, which would take a record while the payload before it still
+        passes; the sources count on the builder's rule (the next record is taken no earlier than the cycle
+        the last one's payload ends: the link sender and the switch client start the next payload, or a
+        frame's timer, at the record), so records are held here to it."""
         from_switch = Signal()              # the source of the frame being built
-        last = Signal()
+        last, open_ = Signal(), Signal()    # open_: a record with a payload was taken, its last beat was not
         pick = Mux(eng.tx_meta.valid & cl.tx_meta.valid, ~last, cl.tx_meta.valid)
-        m.d.comb += [tx.s_meta.payload.eq(Mux(pick, cl.tx_meta.payload.as_value(), eng.tx_meta.payload.as_value())),
-                     tx.s_meta.valid.eq(eng.tx_meta.valid | cl.tx_meta.valid),
-                     cl.tx_meta.ready.eq(tx.s_meta.ready & pick), eng.tx_meta.ready.eq(tx.s_meta.ready & ~pick)]
-        with m.If(tx.s_meta.valid & tx.s_meta.ready):
-            m.d.sync += [from_switch.eq(pick), last.eq(pick)]
         src_sw, src_eng, p = cl.tx_payload, eng.tx_payload, tx.s_axis
+        ends = p.tvalid & p.tready & p.tlast
+        take = tx.s_meta.ready & (~open_ | ends)
+        carries = Cat(*[tx.s_meta.payload.ainic.opcode == op for op in DATA_OPCODES]).any()
+        m.d.comb += [tx.s_meta.payload.eq(Mux(pick, cl.tx_meta.payload.as_value(), eng.tx_meta.payload.as_value())),
+                     tx.s_meta.valid.eq((eng.tx_meta.valid | cl.tx_meta.valid) & (~open_ | ends)),
+                     cl.tx_meta.ready.eq(take & pick), eng.tx_meta.ready.eq(take & ~pick)]
+        with m.If(ends):
+            m.d.sync += open_.eq(0)
+        with m.If(tx.s_meta.valid & tx.s_meta.ready):
+            m.d.sync += [from_switch.eq(pick), last.eq(pick), open_.eq(carries)]
         m.d.comb += [p.tdata.eq(Mux(from_switch, src_sw.tdata, src_eng.tdata)),
                      p.tkeep.eq(Mux(from_switch, src_sw.tkeep, src_eng.tkeep)),
                      p.tlast.eq(Mux(from_switch, src_sw.tlast, src_eng.tlast)),

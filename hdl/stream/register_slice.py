@@ -70,6 +70,46 @@ class AxiSlice(wiring.Component):
         return m
 
 
+class PortSlice(wiring.Component):
+    """A block's ports through register slices: ``front`` looks like the block (``signature``, flows as the
+    block sees them) to the blocks that use it, ``back`` connects to the block itself. Every stream of the
+    signature (a ``valid``/``ready`` or ``tvalid``/``tready`` pair and the payload beside it), in whichever
+    direction it flows, crosses a :func:`skid_buffer`: one beat a cycle, a cycle of latency, and no
+    combinational path from one side to the other. Other signals (configuration, status) pass as wires.
+    Between blocks placed apart on a chip, it keeps each block's paths inside the block."""
+
+    def __init__(self, signature: wiring.Signature):
+        self.port_signature = signature
+        super().__init__({"front": Out(signature), "back": In(signature)})
+
+    def elaborate(self, platform):
+        m = Module()
+        streams = {}                    # the path of a stream -> its members
+        for path, member, value in self.port_signature.flatten(self.front):
+            streams.setdefault(path[:-1], {})[path[-1]] = member.flow
+        for prefix, members in streams.items():
+            handshake = next(((v, r) for v, r in (("valid", "ready"), ("tvalid", "tready")) if v in members), None)
+            front, back = _at(self.front, prefix), _at(self.back, prefix)
+            if handshake is None:       # plain signals: wires
+                for name, flow in members.items():
+                    f, b = getattr(front, name), getattr(back, name)
+                    m.d.comb += b.eq(f) if flow == In else f.eq(b)
+                continue
+            v, r = handshake
+            # into the block (the users drive valid) or out of it
+            src, dst = (front, back) if members[v] == In else (back, front)
+            skid_buffer(m, "_".join(map(str, prefix)) or "port", getattr(src, v), getattr(src, r),
+                        getattr(dst, v), getattr(dst, r),
+                        [(getattr(src, n), getattr(dst, n)) for n in members if n not in (v, r)])
+        return m
+
+
+def _at(iface, path):
+    for name in path:
+        iface = iface[name] if isinstance(name, int) else getattr(iface, name)
+    return iface
+
+
 def registered_reset(m: Module) -> Module:
     """``m`` (domain ``sync``) with its reset through a flip-flop: a module whose ``rst`` is a port otherwise has
     every flip-flop's next-state logic depend on that input (a simulator evaluates all of it whenever the
@@ -83,4 +123,4 @@ def registered_reset(m: Module) -> Module:
     return top
 
 
-__all__ = ["AxiSlice", "StreamSlice", "registered_reset", "skid_buffer"]
+__all__ = ["AxiSlice", "PortSlice", "StreamSlice", "registered_reset", "skid_buffer"]
