@@ -432,11 +432,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
+    before = {k: json.dumps(v, sort_keys=True) for k, v in results.items() if k != "meta"}
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    results["meta"] = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                       "commit": commit, "clock_mhz": args.clock_mhz,
-                       "method": "10,240 back-to-back beats per block and codec (keys end in the width W), no idle, no backpressure; "
-                                 "beats_per_cycle = (beats-1)/(cycles from first to last beat)"}
+    partial = bool(args.switch or args.allreduce or args.ring_faults or args.top or args.op or args.sim or args.codec
+                   or args.nodes or args.elements != 1 << 20 or args.no_sim or args.no_allreduce)
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "commit": commit, "clock_mhz": args.clock_mhz,
+            "method": "10,240 back-to-back beats per block and codec (keys end in the width W), no idle, no backpressure; "
+                      "beats_per_cycle = (beats-1)/(cycles from first to last beat)"}
     for sim in [] if args.no_sim or args.allreduce or args.switch or args.ring_faults else (args.sim or SIMULATORS):
         figures = results.get(sim, {})
         for top, module, test_filter in RUNS:
@@ -480,6 +483,14 @@ def main(argv=None) -> int:
                 cells = synth_xilinx(src, module_name(top, args.width), build_dir() / "synth")
                 res[f"{top}_w{args.width}"] = resource_summary(cells)
         switch_synth(results, args)
+    if partial and "meta" in results:
+        # a part rerun: the full run's meta stays, and each section this run changed names its own commit
+        # (``section_commits``: what the docs cite for that section's figures)
+        changed = [k for k, v in results.items() if k != "meta" and before.get(k) != json.dumps(v, sort_keys=True)]
+        results["meta"]["section_commits"] = {**results["meta"].get("section_commits", {}),
+                                              **{k: commit for k in changed}}
+    else:
+        results["meta"] = meta
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"bench: wrote {args.out}")

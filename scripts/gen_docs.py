@@ -258,6 +258,42 @@ def demo_time() -> str:
             f"{b['meta']['commit']}): 4 × 1M " + ", ".join(parts) + "; `make demo` runs the `bfp8` one.")
 
 
+def section_commit(b: dict, section: str) -> str:
+    """The commit ``section`` of bench.json was measured at (a part rerun since the full run names its own)."""
+    return b["meta"].get("section_commits", {}).get(section, b["meta"]["commit"])
+
+
+def bench_sources(b: dict) -> str:
+    """"commit X" of bench.json, with the sections rerun at other commits."""
+    reruns = sorted((c, k) for k, c in b["meta"].get("section_commits", {}).items() if c != b["meta"]["commit"])
+    return f"commit {b['meta']['commit']}" + "".join(f"; `{k}` {c}" for c, k in reruns)
+
+
+def switch_measured() -> str:
+    """docs/in_network.md: switch mode against the ring at N = 4 and 8, and its efficiency under loss."""
+    b = _load("bench.json")
+    sw = b["switch_allreduce"]["verilator"]
+    out = [f"Commit {section_commit(b, 'switch_allreduce')}:", "",
+           "| N | codec | switch cycles | in-network bound | datapath bound | efficiency (what binds) | ring cycles "
+           "| speedup | bound allows |",
+           "|---|-------|---------------|------------------|----------------|-------------------------|-------------"
+           "|---------|--------------|"]
+    for codec in ("none", "bfp8"):
+        for n in (4, 8):
+            r = sw.get(f"n{n}_{codec}_L1048576_w512")
+            if r is None:
+                continue
+            out.append(f"| {n} | {codec} | {r['cycles']:,} | {r['bound_cycles']:,} | {r['datapath_bound_cycles']:,} | "
+                       f"{r['binding_efficiency']:.3f} | {r['ring_same_fabric']['cycles']:,} | "
+                       f"{r['speedup_over_ring']:.2f}x | {r['ring_bound_ratio']:.2f}x |")
+    loss = [(k, r) for k, r in sw.items() if "_loss" in k and k.startswith("n4_none_")]
+    if loss:
+        out += ["", "Loss on every link, both ways (N = 4, none, the links' seeded drop): " + ", ".join(
+            f"efficiency {r['efficiency']:.3f} at {r['loss_per_link']:.2%} ({r['relative_to_lossless']:.3f} of the "
+            f"loss-free)" for _, r in sorted(loss, key=lambda kv: kv[1]["loss_per_link"])) + ": `results/switch_loss.png`."]
+    return "\n".join(out)
+
+
 def readme_figures() -> str:
     """The headline figures, each with where it was measured."""
     b, rep = _load("bench.json"), _load("report.json")
@@ -290,7 +326,7 @@ def readme_figures() -> str:
          f"{sw['n4_none_L1048576_w512']['speedup_over_ring']:.2f}x (N = 4) and "
          f"{sw['n8_none_L1048576_w512']['speedup_over_ring']:.2f}x (N = 8) faster than the ring; with bfp8 "
          f"{sw['n4_bfp8_L1048576_w512']['speedup_over_ring']:.2f}x and {sw['n8_bfp8_L1048576_w512']['speedup_over_ring']:.2f}x "
-         "(slower)"),
+         + ("(slower)" if max(sw[f"n{n}_bfp8_L1048576_w512"]["speedup_over_ring"] for n in (4, 8)) < 1 else "")),
         ("the ring under loss (N = 4, uncompressed)",
          ", ".join(f"{loss[f'n4_none_L1048576_w512_loss{p}']['relative_to_lossless']:.3f} at {float(p):.2%}"
                    for p in ("0.0001", "0.001", "0.01")) + " of the loss-free speed"),
@@ -309,14 +345,14 @@ def readme_figures() -> str:
                      f"{sw_fmax['6'][-1]} at grade 6)"))
     out = ["| | measured |", "|---|---|"] + [f"| {a} | {v} |" for a, v in rows]
     out.append("")
-    out.append(f"Sources: `results/bench.json` (`make bench`, commit {b['meta']['commit']}), `results/report.json` "
+    out.append(f"Sources: `results/bench.json` (`make bench`, {bench_sources(b)}), `results/report.json` "
                f"(`make report`); the cycles are Verilator's, the microseconds assume the clock.")
     return "\n".join(out)
 
 
 RENDERERS = {"resources": resources, "logic-levels": logic_levels, "clocks-reached": clocks_reached, "switch-resources": switch_resources, "model-accuracy": model_accuracy,
              "model-error-table": model_error_table, "smartnic-table": smartnic_table, "demo-time": demo_time,
-             "readme-figures": readme_figures}
+             "readme-figures": readme_figures, "switch-measured": switch_measured}
 
 
 def render(text: str) -> str:
