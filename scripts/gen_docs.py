@@ -49,7 +49,9 @@ NIC_BLOCKS = {"comp": "compressor", "dec0": "decompressor (each of two)", "engin
               "rx": "receive parser", "tx": "transmit builder", "link_tx": "link sender", "link_rx": "link receiver",
               "regs": "register block", "loop": "codec loop", "axil_slice": "AXI4-Lite slice",
               "axi_slice": "AXI4 slice", "rx_slice": "receive slice", "tx_slice": "transmit slice",
-              "rx_route": "receive route FIFO"}
+              "rx_route": "receive route FIFO", "dma_ports": "DMA ports' slices", "comp_ports": "compressor's slices",
+              "dec0_ports": "decompressor's slices (each of two)", "rx_out": "receive parser's output slices",
+              "tx_in": "transmit builder's input slices"}
 
 
 #: the 8-port switch's blocks (hdl/switch/aggregation_switch.py; port 0's stand for the eight)

@@ -125,7 +125,7 @@ def nic_blocks(width: int = 64) -> list:
     name = module_name("nic", width)
     text = export("nic", width, fmt="rtlil").read_text()
     blocks = re.findall(rf"^module \\{re.escape(name)}\.core\.([^.\s]+)$", text, re.M)
-    return [b for b in blocks if not re.fullmatch(r"dec[1-9]\d*", b)]
+    return [b for b in blocks if not re.fullmatch(r"dec[1-9]\d*(_ports)?", b)]
 
 
 def switch_blocks(width: int = 64) -> list:
