@@ -257,7 +257,7 @@ def demo_time() -> str:
         parts.append(f"`{codec}` {r['wall_seconds']:.1f} s ({r['cycles']:,} cycles, {r['sim_seconds']:.1f} s of it "
                      f"simulating: {r['cycles'] / r['sim_seconds']:,.0f} cycles/s)")
     return (f"`ainic demo` wall time, build cached, golden-model check included (`make bench`, key `demo`, commit "
-            f"{b['meta']['commit']}): 4 × 1M " + ", ".join(parts) + "; `make demo` runs the `bfp8` one.")
+            f"{section_commit(b, 'demo')}): 4 × 1M " + ", ".join(parts) + "; `make demo` runs the `bfp8` one.")
 
 
 def section_commit(b: dict, section: str) -> str:

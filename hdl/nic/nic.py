@@ -364,10 +364,11 @@ class Nic(wiring.Component):
         pick = Mux(eng.tx_meta.valid & cl.tx_meta.valid, ~last, cl.tx_meta.valid)
         src_sw, src_eng, p = cl.tx_payload, eng.tx_payload, tx.s_axis
         ends = p.tvalid & p.tready & p.tlast
-        take = tx.s_meta.ready & (~open_ | ends)
+        free = ~open_ | ends                # the builder's rule: a record may be taken in this cycle
+        take = tx.s_meta.ready & free
         carries = Cat(*[tx.s_meta.payload.ainic.opcode == op for op in DATA_OPCODES]).any()
         m.d.comb += [tx.s_meta.payload.eq(Mux(pick, cl.tx_meta.payload.as_value(), eng.tx_meta.payload.as_value())),
-                     tx.s_meta.valid.eq((eng.tx_meta.valid | cl.tx_meta.valid) & (~open_ | ends)),
+                     tx.s_meta.valid.eq((eng.tx_meta.valid | cl.tx_meta.valid) & free),
                      cl.tx_meta.ready.eq(take & pick), eng.tx_meta.ready.eq(take & ~pick)]
         with m.If(ends):
             m.d.sync += open_.eq(0)
