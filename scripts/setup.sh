@@ -38,7 +38,7 @@ HASH=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$HASH" ]; then
     echo "setup: installing ainic and its test dependencies into .venv"
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e ".[test,bench]"
+    .venv/bin/python -m pip install -q -e ".[test,bench,torch]"
     echo "$HASH" > "$STAMP"
 fi
 .venv/bin/python -m hdl.flow.toolchain --check
