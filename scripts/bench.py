@@ -400,6 +400,27 @@ def demo_bench(results, args):
         args.out.write_text(json.dumps(results, indent=2) + "\n")
 
 
+def train_bench(results, args):
+    """``ainic train`` as a user runs it: the comparison on the golden model (results/train_digits.json and
+    .png), then three steps on the RTL (Verilator, N = 4, bfp8 and bfp4, ring and switch) against the golden
+    model's (results/train_rtl.json); the docs' training tables come from both. bench.json keeps the commands
+    and their wall times."""
+    runs = {"comparison": ["train", "--json", "results/train_digits.json", "--plot", "results/train_digits.png"],
+            "rtl": ["train", "--sim", "verilator", "--nodes", "4", "--steps", "3", "--codec", "bfp8", "--codec",
+                    "bfp4", "--json", "results/train_rtl.json"]}
+    res = results.setdefault("train", {})
+    for name, argv in runs.items():
+        cmd = [sys.executable, "-m", "host_driver.cli", *argv]
+        print(f"bench: ainic {' '.join(argv)} ...", flush=True)
+        t0 = time.perf_counter()
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"ainic train failed ({done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+        print(done.stdout, end="")
+        res[name] = {"command": "ainic " + " ".join(argv), "wall_seconds": round(time.perf_counter() - t0, 1)}
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sim", action="append", choices=SIMULATORS, help="only this simulator (repeatable)")
@@ -429,18 +450,22 @@ def main(argv=None) -> int:
     ap.add_argument("--soak-workers", type=int, default=os.cpu_count() or 1,
                     help="ring soak: simulations at a time (default: one per core)")
     ap.add_argument("--no-loss-sweep", action="store_true", help="ring faults: skip the loss sweep")
+    ap.add_argument("--train", action="store_true",
+                    help="only the training comparison (ainic train: results/train_digits.json and .png)")
+    ap.add_argument("--no-train", action="store_true", help="skip the training comparison")
     args = ap.parse_args(argv)
 
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
     before = {k: json.dumps(v, sort_keys=True) for k, v in results.items() if k != "meta"}
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    partial = bool(args.switch or args.allreduce or args.ring_faults or args.top or args.op or args.sim or args.codec
+    partial = bool(args.train or args.no_train or args.switch or args.allreduce or args.ring_faults or args.top or args.op or args.sim or args.codec
                    or args.nodes or args.elements != 1 << 20 or args.no_sim or args.no_allreduce)
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "commit": commit, "clock_mhz": args.clock_mhz,
             "method": "10,240 back-to-back beats per block and codec (keys end in the width W), no idle, no backpressure; "
                       "beats_per_cycle = (beats-1)/(cycles from first to last beat)"}
-    for sim in [] if args.no_sim or args.allreduce or args.switch or args.ring_faults else (args.sim or SIMULATORS):
+    for sim in [] if args.no_sim or args.allreduce or args.switch or args.ring_faults or args.train \
+            else (args.sim or SIMULATORS):
         figures = results.get(sim, {})
         for top, module, test_filter in RUNS:
             if args.top and top not in args.top:
@@ -454,7 +479,9 @@ def main(argv=None) -> int:
             figures.update(json.loads(Path(out).read_text()))
             os.unlink(out)
         results[sim] = dict(sorted(figures.items()))
-    if args.ring_faults:
+    if args.train:
+        train_bench(results, args)
+    elif args.ring_faults:
         if not args.no_sim:
             if not args.no_loss_sweep:
                 ring_loss_bench(results, args)
@@ -470,6 +497,8 @@ def main(argv=None) -> int:
             ring_loss_bench(results, args)
             if args.soak:
                 soak_bench(results, args)
+        if not args.no_train and not (args.sim or args.op or args.codec or args.nodes):
+            train_bench(results, args)
     if args.synth and not args.ring_faults:
         link_synth(results, args)
         if not args.switch:

@@ -4,6 +4,8 @@
   Icarus, or the golden model), every rank checked bit for bit, with a summary table;
 * ``ainic model`` (:mod:`host_driver.cli.model`): a collective's cycles from the model calibrated on the RTL,
   and training speedups from it;
+* ``ainic train`` (:mod:`host_driver.cli.train`): data-parallel training through the ``ainic`` torch.distributed
+  backend, accuracy per wire codec against gloo fp32, and the step time the NIC would give;
 * ``ainic optimize`` (:mod:`host_driver.cli.optimize`): LIBRA's problem, the bandwidth of each network
   dimension for a workload, on open solvers;
 * ``ainic verilog`` (:mod:`host_driver.cli.verilog`): the Verilog for vendor tools, the integration tops included;
@@ -121,9 +123,10 @@ def parser() -> argparse.ArgumentParser:
                                  "runs an all-reduce on the golden model in seconds; README.md is the guide.")
     ap.add_argument("--version", action="version", version=f"ainic {_version()}")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
-    from host_driver.cli import demo, model, optimize, verilog
+    from host_driver.cli import demo, model, optimize, train, verilog
     demo.add_parser(sub, HelpFormatter)
     model.add_parser(sub, HelpFormatter)
+    train.add_parser(sub, HelpFormatter)
     optimize.add_parser(sub, HelpFormatter)
     c = sub.add_parser("codec", formatter_class=HelpFormatter,
                        help="compression ratio and error of a wire codec on a tensor (golden model)")

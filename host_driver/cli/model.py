@@ -120,26 +120,8 @@ def speedups(preset: dict, codecs=None, algorithms=None, nodes=None, **ainic) ->
     layers = tm.mlp(preset["layers"], preset["width"], preset["batch_per_node"], preset["host_flops"])
     link = ainic.pop("link_gbps", preset["link_gbps"])
     host = tm.HostRing(link, preset["host_mem_gbps"], preset["host_step_us"])
-    calibrated = cm.load()
-    backends = [tm.Ainic(c, link, algorithm, **ainic) for algorithm in algorithms or cm.ALGORITHMS
-                if f"{algorithm}/allreduce" in calibrated for c in codecs or preset["codecs"]]
-    nodes = nodes or preset["nodes"]
-
-    def total(backend, n, overlap):
-        try:
-            return tm.iteration_ns(layers, n, backend, overlap)["total_ns"]
-        except ValueError:          # more ranks than the NIC (or a switch job) holds
-            return None
-    out = {}
-    for overlap in tm.OVERLAPS:
-        base = [total(host, n, overlap) for n in nodes]
-        table = {host.name: {"iteration_ms": [b / 1e6 for b in base], "speedup": [1.0] * len(base)}}
-        for b in backends:
-            t = [total(b, n, overlap) for n in nodes]
-            table[b.name] = {"iteration_ms": [None if x is None else x / 1e6 for x in t],
-                             "speedup": [None if x is None else h / x for h, x in zip(base, t)]}
-        out[overlap] = table
-    return out
+    return tm.speedup_table(layers, nodes or preset["nodes"], host,
+                            tm.ainic_backends(codecs or preset["codecs"], algorithms, link_gbps=link, **ainic))
 
 
 def _preset(args, given: set) -> int:

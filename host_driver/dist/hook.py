@@ -4,9 +4,9 @@
 ``ainic``): each bucket's gradient ``g`` (plus, with error feedback, the residual this bucket kept from the
 last step) is rounded through the codec's golden model (:func:`host_driver.models.numerics.roundtrip`:
 exactly what a NIC's compressor and a receiver's decompressor make of it), the residual keeps what the
-rounding lost, and the rounded gradient is all-reduced (SUM) and divided by the group's size. Residuals are
-kept per bucket, as PowerSGD's hook keeps them, and start again from zero when a bucket changes size (DDP
-rebuilds its buckets after the first step).
+rounding lost, and the rounded gradient is all-reduced (SUM) and divided by the group's size. The residual is
+kept per parameter (PowerSGD's hook keeps it per bucket): DDP rebuilds its buckets after the first step, in
+the order the gradients became ready, and a residual kept per bucket would then land on other parameters.
 
 On a plain group the hook is the whole compression: one rounding per contribution, which is what in-network
 aggregation does to each worker's packets. On an ``ainic`` group with the same codec the NICs compress
@@ -25,11 +25,22 @@ from host_driver.models import numerics as nm
 @dataclass
 class CompressionState:
     """The hook's settings and memory: the ``codec``, the group (None: the default group), whether to keep
-    and add back the residual (``error_feedback``), and the residual of each bucket."""
+    and add back the residual (``error_feedback``), and the residual of each parameter (by its id)."""
     codec: str
     process_group: object = None
     error_feedback: bool = True
     residuals: dict = field(default_factory=dict)
+
+    def residual(self, bucket) -> torch.Tensor:
+        """The residual of the bucket's parameters laid out as its buffer (zeros for a parameter without)."""
+        return torch.cat([self.residuals.get(id(p), torch.zeros(p.numel(), dtype=g.dtype)).reshape(-1)
+                          for p, g in zip(bucket.parameters(), bucket.gradients())])
+
+    def keep(self, bucket, residual: torch.Tensor) -> None:
+        offset = 0
+        for p in bucket.parameters():
+            self.residuals[id(p)] = residual[offset:offset + p.numel()].clone()
+            offset += p.numel()
 
     def __post_init__(self):
         nm.codec_bytes(self.codec, 0)          # ValueError naming the codecs, for an unknown one
@@ -43,18 +54,16 @@ def compress(g: torch.Tensor, codec: str) -> torch.Tensor:
     return torch.from_numpy(nm.roundtrip(flat, codec)).to(g.dtype).reshape(g.shape)
 
 
-def compression_hook(state: CompressionState, bucket) -> torch.futures.Future:
+def compression_hook(state: CompressionState, bucket) -> torch.futures.Future[torch.Tensor]:
     """DDP comm hook: compress (with error feedback), all-reduce, average."""
     group = state.process_group if state.process_group is not None else dist.group.WORLD
     size = dist.get_world_size(group)
     g = bucket.buffer()
     if state.error_feedback:
-        r = state.residuals.get(bucket.index())
-        if r is not None and r.shape == g.shape:
-            g = g + r
+        g = g + state.residual(bucket)
     q = compress(g, state.codec)
     if state.error_feedback:
-        state.residuals[bucket.index()] = g - q
+        state.keep(bucket, g - q)
     fut = dist.all_reduce(q, group=group, async_op=True).get_future()
 
     def average(f):

@@ -50,6 +50,7 @@ class FabricGone(ConnectionError):
     """The fabric service closed the connection or stopped answering."""
 
 
+GONE_WHY = "it stops when group rank 0, which started it, exits or dies"
 ERRORS = {"timeout": FabricTimeout, "left": FabricTimeout, "mismatch": CollectiveMismatch, "hello": ValueError}
 
 
@@ -117,8 +118,7 @@ class AinicProcessGroup(dist.ProcessGroup):
                                  f"(no heartbeat for {wire.HEARTBEAT_S * wire.HEARTBEAT_MISSED:g} s)") from None
             except (wire.ConnectionClosed, OSError) as exc:
                 raise FabricGone(f"ainic: {name}: the fabric service of group {self.group!r} closed the "
-                                 f"connection ({exc}); it stops when group rank 0, which started it, exits or "
-                                 f"dies") from None
+                                 f"connection ({exc}); {GONE_WHY}") from None
             if header["type"] == "alive":
                 continue
             if header["type"] == "error":
@@ -137,8 +137,8 @@ class AinicProcessGroup(dist.ProcessGroup):
                 wire.send(self._sock, {"type": "collective", "seq": seq, "what": what, "reduce": reduce,
                                        "dtype": dtype, "numel": numel, "root": root}, payload)
             except OSError as exc:
-                raise FabricGone(f"ainic: {what} #{seq}: cannot reach the fabric service of group "
-                                 f"{self.group!r} ({exc})") from None
+                raise FabricGone(f"ainic: {what} #{seq} of rank {self._rank}: cannot reach the fabric service of "
+                                 f"group {self.group!r} ({exc}); {GONE_WHY}") from None
             header, out = self._answer(f"{what} #{seq} of rank {self._rank}", seq)
         self.counts[header["path"]] += 1
         if header["stats"].get("cycles") is not None:

@@ -84,3 +84,49 @@ def predicted_vs_measured(rows: list, path) -> Path:
 
 
 __all__ = ["bandwidth_split", "predicted_vs_measured", "speedup_vs_nodes"]
+
+
+def training_curves(result: dict, path) -> Path:
+    """``ainic train``'s comparison: held-out accuracy (top) and loss (bottom) per epoch, means over the seeds,
+    the baseline and each algorithm's configurations in their own column; on the right every configuration's
+    final accuracy and loss (mean, with the seeds' min and max)."""
+    plt = _pyplot()
+    summary = result["summary"]
+    base = next(iter(summary))
+    algorithms = list(dict.fromkeys(n.split()[0] for n in summary if n != base))
+    seeds = len(result["meta"]["seeds"])
+    fig, axes = plt.subplots(2, len(algorithms) + 1, figsize=(5.2 * (len(algorithms) + 1), 8.0), squeeze=False)
+    for row, (key, label) in enumerate((("test_accuracy", "held-out accuracy %"), ("test_loss", "held-out loss"))):
+        for ax, algorithm in zip(axes[row], algorithms):
+            for name, s in summary.items():
+                if name == base or name.split()[0] == algorithm:
+                    y = [(100 if row == 0 else 1) * v for v in s["curves"][key]]
+                    ax.plot(range(1, len(y) + 1), y, label=name, lw=2.4 if name == base else 1.1, zorder=3 if name == base else 2,
+                            ls="--" if "+EF" in name else "-", color="black" if name == base else None)
+            ax.set_title(f"{algorithm}: {label} (mean of {seeds} seeds)", fontsize=10)
+            ax.set_xlabel("epoch")
+            ax.set_ylabel(label)
+            if row == 0:
+                ax.set_ylim(85, 100)
+            else:
+                ax.set_yscale("log")
+            ax.legend(fontsize=7, ncol=2)
+        ax = axes[row][-1]
+        names = list(summary)
+        final = {"test_accuracy": ("accuracy_mean", "accuracy_min", "accuracy_max", 100),
+                 "test_loss": ("test_loss_mean", None, None, 1)}[key]
+        mean = [final[3] * summary[n][final[0]] for n in names]
+        if final[1]:
+            err = [[m - 100 * summary[n][final[1]] for m, n in zip(mean, names)],
+                   [100 * summary[n][final[2]] - m for m, n in zip(mean, names)]]
+        else:
+            losses = [summary[n]["final_test_loss"] for n in names]
+            err = [[m - min(v) for m, v in zip(mean, losses)], [max(v) - m for m, v in zip(mean, losses)]]
+        ax.barh(range(len(names)), mean, xerr=err, color=["black"] + ["C0"] * (len(names) - 1), capsize=2)
+        ax.set_yticks(range(len(names)), names, fontsize=7)
+        ax.invert_yaxis()
+        lo = min(m - d for m, d in zip(mean, err[0]))
+        hi = max(m + d for m, d in zip(mean, err[1]))
+        ax.set_xlim(lo - 0.1 * (hi - lo), hi + 0.1 * (hi - lo))
+        ax.set_xlabel(f"final {label} ({result['meta']['nodes']} ranks; bars: min .. max over seeds)", fontsize=9)
+    return _save(plt, fig, path)

@@ -148,4 +148,34 @@ def iteration_ns(layers, nodes: int, backend, overlap: str = "none", scaling: st
     return {"total_ns": t, "compute_ns": compute, "exposed_comm_ns": t - compute, "comm_ns": sum(comm)}
 
 
-__all__ = ["Ainic", "HostRing", "Layer", "OVERLAPS", "SCALINGS", "from_libra", "iteration_ns", "mlp"]
+def ainic_backends(codecs, algorithms=None, constants=None, **ainic) -> list:
+    """An :class:`Ainic` for each algorithm (those calibrated, by default) and codec; ``ainic``: its other
+    fields (link_gbps, width, clock_mhz, ...)."""
+    calibrated = constants or cm.load()
+    return [Ainic(c, algorithm=algorithm, constants=constants, **ainic) for algorithm in algorithms or cm.ALGORITHMS
+            if f"{algorithm}/allreduce" in calibrated for c in codecs]
+
+
+def speedup_table(layers, nodes, host, backends) -> dict:
+    """{overlap: {backend name: {"iteration_ms": [...], "speedup": [...]}}}: each backend's iteration time of
+    ``layers`` and its speedup over ``host`` (the hosts' ring, first in each table) at each of ``nodes``; None
+    where the NIC cannot run that many ranks."""
+    def total(backend, n, overlap):
+        try:
+            return iteration_ns(layers, n, backend, overlap)["total_ns"]
+        except ValueError:          # more ranks than the NIC (or a switch job) holds
+            return None
+    out = {}
+    for overlap in OVERLAPS:
+        base = [total(host, n, overlap) for n in nodes]
+        table = {host.name: {"iteration_ms": [b / 1e6 for b in base], "speedup": [1.0] * len(base)}}
+        for b in backends:
+            t = [total(b, n, overlap) for n in nodes]
+            table[b.name] = {"iteration_ms": [None if x is None else x / 1e6 for x in t],
+                             "speedup": [None if x is None else h / x for h, x in zip(base, t)]}
+        out[overlap] = table
+    return out
+
+
+__all__ = ["Ainic", "HostRing", "Layer", "OVERLAPS", "SCALINGS", "ainic_backends", "from_libra", "iteration_ns",
+           "mlp", "speedup_table"]

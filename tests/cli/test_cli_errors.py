@@ -32,6 +32,8 @@ def one_line_error(capsys, prefix: str) -> str:
     ["optimize", "--network", "3d_network", "--workload", "ResNet_50", "--communicator", "ResNet_50_3d",
      "--cost-model", "3d_cost_model", "--json", "{missing}/o.json"],
     ["replay", "--pcap", "{tmp}/any.pcap", "--json", "{missing}/r.json"],
+    ["train", "--json", "{missing}/t.json"],
+    ["train", "--plot", "{missing}/t.png"],
 ])
 def test_an_output_into_a_missing_folder_is_refused_before_the_run(argv, tmp_path, capsys, monkeypatch):
     """It raised FileNotFoundError after the whole run (minutes of RTL lost): now nothing runs at all."""

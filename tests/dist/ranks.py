@@ -167,3 +167,23 @@ def bad_arguments(rank, size):
     dist.barrier()
     dist.destroy_process_group()
     return got
+
+
+def hook_steps(rank, size, codec, error_feedback):
+    """Two backward passes (no optimizer step: the same weights) through DDP with the compression hook on a
+    gloo group; per pass, DDP's gradient and this rank's own."""
+    dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+    model = mlp()
+    replica = copy.deepcopy(model)
+    ddp = DDP(model)
+    ddp.register_comm_hook(CompressionState(codec, error_feedback=error_feedback), compression_hook)
+    out = []
+    for step in range(2):
+        x, y = batch(10 * step + rank)
+        for m in (model, replica):
+            m.zero_grad()
+        torch.nn.functional.cross_entropy(ddp(x), y).backward()
+        torch.nn.functional.cross_entropy(replica(x), y).backward()
+        out.append((flat_grads(model), flat_grads(replica)))
+    dist.destroy_process_group()
+    return out
