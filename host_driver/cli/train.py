@@ -1,5 +1,5 @@
 """``ainic train``: data-parallel training through the ``ainic`` torch.distributed backend, every wire codec and
-both all-reduce algorithms against gloo fp32 on the same seeds (:mod:`host_driver.dist.digits`); with
+both all-reduce algorithms against gloo fp32 on the same seeds (:mod:`host_driver.distributed.digits`); with
 ``--sim verilator`` (or icarus), a few steps on the RTL checked bit for bit against the golden model's.
 Needs the extra ``ainic[torch]`` (``make setup`` installs it)."""
 
@@ -48,9 +48,9 @@ def _choices(given, default):
 def run(args) -> int:
     missing = [m for m in ("torch", "sklearn") if importlib.util.find_spec(m) is None]
     if missing:
-        raise UsageError(f"ainic train needs the extra ainic[torch] ({', '.join(missing)} missing): "
+        raise UsageError(f"needs the extra ainic[torch] ({', '.join(missing)} missing): "
                          "pip install 'ainic[torch]' (make setup installs it)")
-    from host_driver.dist import digits
+    from host_driver.distributed import digits
     if not 2 <= args.nodes <= 16:
         raise UsageError(f"--nodes must be in 2 .. 16, got {args.nodes}")
     for name in ("seeds", "epochs", "batch", "steps"):

@@ -192,3 +192,12 @@ def test_inputs_must_agree_with_dtype_and_each_other(tmp_path, capsys):
     np.save(files[2], np.ones(100, np.float64))
     assert main(["demo", "--sim", "model", "--inputs", *files]) == 2
     assert "holds float64, --dtype fp32 needs float32" in one_line_error(capsys, "ainic demo: ")
+
+
+def test_train_without_the_torch_extra_says_how_to_get_it(monkeypatch, capsys):
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    assert main(["train", "--seeds", "1"]) == 2
+    line = one_line_error(capsys, "ainic train: needs the extra ainic[torch] (torch missing)")
+    assert "pip install 'ainic[torch]' (make setup installs it)" in line

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("torch", reason="torch is the optional extra ainic[torch] (make setup installs it)")
 
-from host_driver.dist import digits, launch  # noqa: E402
+from host_driver.distributed import digits, launch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,11 +10,11 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is the optional extra ainic[torch] (make setup installs it)")
 
-from host_driver.dist import launch  # noqa: E402
-from host_driver.dist.fabric import Options  # noqa: E402
+from host_driver.distributed import launch  # noqa: E402
+from host_driver.distributed.fabric import Options  # noqa: E402
 from host_driver.models import allreduce as ar  # noqa: E402
 from host_driver.models import in_network as inn  # noqa: E402
-from tests.dist import ranks  # noqa: E402
+from tests.distributed import ranks  # noqa: E402
 
 CODECS = ("none", "fp16", "bf16", "bfp8", "bfp4")
 CONFIGS = [Options(codec=c, algorithm=a) for a in ("ring", "switch") for c in CODECS]

@@ -1,8 +1,8 @@
 """The fabric service: one process that holds a process group's simulated NICs and runs its collectives.
 
-Group rank 0 starts it (``python -m host_driver.dist.fabric``, :func:`spawn`); it listens on a TCP port, which
+Group rank 0 starts it (``python -m host_driver.distributed.fabric``, :func:`spawn`); it listens on a TCP port, which
 rank 0 publishes in the group's c10d store; every rank connects, says ``hello`` and then sends each
-collective's tensor (:mod:`host_driver.dist.wire`). When all ranks' requests for collective ``seq`` are in,
+collective's tensor (:mod:`host_driver.distributed.wire`). When all ranks' requests for collective ``seq`` are in,
 the service checks they agree (the same collective, reduction, dtype and size, else every rank gets an error
 naming the ranks that differ), runs it on the :class:`~host_driver.sim.cluster.Cluster` of the group's
 options (the golden model, or the RTL on Verilator or Icarus) and sends each rank its own rank's result.
@@ -40,7 +40,7 @@ import numpy as np
 
 from contract import collective
 from contract.limits import MAX_CLUSTER_NODES
-from host_driver.dist import wire
+from host_driver.distributed import wire
 
 SIMS = ("model", "verilator", "icarus")
 #: numpy types of the dtypes a rank may send (torch's names without "torch.")
@@ -392,7 +392,7 @@ def spawn(size: int, options: Options, timeout_s: float, group: str = "", host: 
     """Start the service as a child process; returns (process, "host:port"). The child's standard input is
     the parent's pipe: when the parent goes, so does the service."""
     host = host or os.environ.get("AINIC_FABRIC_HOST", "127.0.0.1")
-    cmd = [sys.executable, "-m", "host_driver.dist.fabric", "--size", str(size), "--timeout", str(timeout_s),
+    cmd = [sys.executable, "-m", "host_driver.distributed.fabric", "--size", str(size), "--timeout", str(timeout_s),
            "--options", json.dumps(asdict(options)), "--host", host, "--group", group]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
     line = proc.stdout.readline().decode()
@@ -404,7 +404,7 @@ def spawn(size: int, options: Options, timeout_s: float, group: str = "", host: 
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m host_driver.dist.fabric", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m host_driver.distributed.fabric", description=__doc__.split("\n")[0])
     p.add_argument("--size", type=int, required=True)
     p.add_argument("--timeout", type=float, required=True, help="seconds a collective waits for every rank")
     p.add_argument("--options", required=True, help="the group's Options as JSON")

@@ -1,4 +1,4 @@
-"""What each rank runs in the torch tests (host_driver.dist.launch spawns them: module-level functions)."""
+"""What each rank runs in the torch tests (host_driver.distributed.launch spawns them: module-level functions)."""
 
 import copy
 import os
@@ -9,8 +9,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from host_driver.dist.fabric import Options
-from host_driver.dist.hook import CompressionState, compression_hook
+from host_driver.distributed.fabric import Options
+from host_driver.distributed.hook import CompressionState, compression_hook
 
 
 def mlp(seed=0):

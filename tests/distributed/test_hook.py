@@ -6,12 +6,12 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is the optional extra ainic[torch] (make setup installs it)")
 
-from host_driver.dist import launch  # noqa: E402
-from host_driver.dist.fabric import Options  # noqa: E402
-from host_driver.dist.hook import CompressionState, compress  # noqa: E402
+from host_driver.distributed import launch  # noqa: E402
+from host_driver.distributed.fabric import Options  # noqa: E402
+from host_driver.distributed.hook import CompressionState, compress  # noqa: E402
 from host_driver.models import allreduce as ar  # noqa: E402
 from host_driver.models import numerics as nm  # noqa: E402
-from tests.dist import ranks  # noqa: E402
+from tests.distributed import ranks  # noqa: E402
 
 
 def q(x, codec):

@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from host_driver.dist import fabric, wire
-from host_driver.dist.fabric import Fabric, Options
+from host_driver.distributed import fabric, wire
+from host_driver.distributed.fabric import Fabric, Options
 from host_driver.models import allreduce as ar
 from host_driver.models import in_network as inn
 

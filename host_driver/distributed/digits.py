@@ -2,13 +2,13 @@
 
 A small network (64 → 128 → 10, ReLU: 9,610 parameters) learns scikit-learn's handwritten digits
 (``load_digits``: 1,797 8×8 images that ship inside the package; 1,347 to train, 450 held out, split once,
-stratified) with data-parallel SGD on N ranks (processes, :mod:`host_driver.dist.launch`), unchanged
+stratified) with data-parallel SGD on N ranks (processes, :mod:`host_driver.distributed.launch`), unchanged
 ``DistributedDataParallel``, under each configuration:
 
 * ``gloo fp32``: PyTorch's own CPU backend, the baseline;
 * ``<algorithm> <codec>``: the ``ainic`` backend, that codec on the wire and that all-reduce (ring, or switch:
   in-network aggregation), golden model or RTL;
-* ``<algorithm> <codec> +EF``: the same with :func:`~host_driver.dist.hook.compression_hook`'s error
+* ``<algorithm> <codec> +EF``: the same with :func:`~host_driver.distributed.hook.compression_hook`'s error
   feedback (lossy codecs only).
 
 Every configuration runs the same seeds (the same initial weights, the same shards and batch order); each
@@ -24,8 +24,8 @@ from datetime import timedelta
 
 import numpy as np
 
-from host_driver.dist import launch
-from host_driver.dist.fabric import Options
+from host_driver.distributed import launch
+from host_driver.distributed.fabric import Options
 
 CODECS = ("none", "fp16", "bf16", "bfp8", "bfp4")
 ALGORITHMS = ("ring", "switch")
@@ -98,7 +98,7 @@ def _train_one(rank, size, config, seed, schedule, data, group):
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from host_driver.dist.hook import CompressionState, compression_hook
+    from host_driver.distributed.hook import CompressionState, compression_hook
     x_train, y_train, x_test, y_test = (torch.from_numpy(a) for a in data)
     model = network(seed)
     ddp = DistributedDataParallel(model, process_group=group)

@@ -1,4 +1,4 @@
-"""The messages between a rank and the fabric service (:mod:`host_driver.dist.fabric`), and their framing.
+"""The messages between a rank and the fabric service (:mod:`host_driver.distributed.fabric`), and their framing.
 
 A message is a 4-byte big-endian length, a JSON header of that many bytes, then ``header["nbytes"]`` bytes
 of payload (a tensor's raw bytes, little-endian, or nothing). JSON and raw bytes only: nothing received is

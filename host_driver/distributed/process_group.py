@@ -2,10 +2,10 @@
 
 ``torch.distributed.init_process_group("ainic")`` finds it through the package's ``torch.distributed.backends``
 entry point (:func:`register`), so an unchanged DDP script only names the backend. Each group's options
-(:class:`~host_driver.dist.fabric.Options`: codec, algorithm, simulator, width, packet) come from
+(:class:`~host_driver.distributed.fabric.Options`: codec, algorithm, simulator, width, packet) come from
 ``pg_options=Options(...)`` or, without it, from the ``AINIC_*`` environment variables.
 
-How a collective travels: group rank 0 starts the group's fabric service (:mod:`host_driver.dist.fabric`) and
+How a collective travels: group rank 0 starts the group's fabric service (:mod:`host_driver.distributed.fabric`) and
 publishes its address in the group's c10d store; every rank connects to it over TCP. A collective sends the
 rank's tensor, blocks until the service answers with this rank's result (or an error) and returns a completed
 ``Work``. Errors are raised at the call: :class:`FabricTimeout` (a rank did not arrive in time, or left),
@@ -28,8 +28,8 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import ReduceOp, _create_work_from_future
 from torch.futures import Future
 
-from host_driver.dist import fabric, wire
-from host_driver.dist.fabric import NUMPY_DTYPES, Options
+from host_driver.distributed import fabric, wire
+from host_driver.distributed.fabric import NUMPY_DTYPES, Options
 
 BACKEND = "ainic"
 #: torch's float types whose SUM/AVG the NICs carry as fp32 (converted on the rank)
