@@ -153,14 +153,14 @@ class Fabric:
         if dtype not in NUMPY_DTYPES:
             raise ValueError(f"{name}: dtype {dtype!r} is not one the fabric carries ({', '.join(NUMPY_DTYPES)})")
         parts = [np.frombuffer(p, NUMPY_DTYPES[dtype]) for _, p in requests]
-        want = numel * (self.size if what == "reduce_scatter" else 1) if what != "barrier" else 0
+        want = numel * (self.size if what == "reduce_scatter" else 1)
         for r, a in enumerate(parts):
             if a.size != want:
                 raise ValueError(f"{name}: rank {r} sent {a.size:,} {dtype} elements, its header says {want:,}")
         stats = {}
-        if what == "barrier":
-            out, path = self._words([np.zeros(4, np.uint8).tobytes()] * self.size, stats), "nic"
-            out = [b""] * self.size
+        if what == "barrier":           # a word from every rank through the ring: all have arrived
+            self._words([bytes(4)] * self.size, stats)
+            out, path = [b""] * self.size, "nic"
         elif what in ("all_gather", "broadcast"):
             out, path = self._words([a.tobytes() for a in parts], stats), "nic"
             if what == "broadcast":
@@ -217,12 +217,9 @@ class Fabric:
     def _host_reduce(self, what, parts, reduce):
         n = self.size
         stack = np.stack(parts)
-        if stack.dtype == np.bool_:
-            total = stack.any(axis=0) if reduce in ("sum", "avg", "max", "bor", "bxor") else stack.all(axis=0)
-            if reduce == "bxor":
-                total = np.bitwise_xor.reduce(stack, axis=0)
-        else:
-            total = HOST_REDUCE[reduce](stack, axis=0).astype(stack.dtype)
+        if stack.dtype == np.bool_ and reduce in ("sum", "avg", "product"):     # torch: SUM is OR, PRODUCT AND
+            reduce = "bor" if reduce != "product" else "band"
+        total = HOST_REDUCE[reduce](stack, axis=0).astype(stack.dtype)
         if what == "all_reduce":
             return [total.tobytes()] * n
         m = total.size // n
@@ -285,7 +282,11 @@ def serve(listener: socket.socket, size: int, options: Options, timeout_s: float
     def heartbeat():
         while True:
             time.sleep(wire.HEARTBEAT_S)
-            for c in list(conns.values()):
+            try:
+                current = list(conns.values())
+            except RuntimeError:        # the main loop changed the table meanwhile: the next beat
+                continue
+            for c in current:
                 c.send({"type": "alive"})
 
     for target in (accept, stdin_watch, heartbeat):

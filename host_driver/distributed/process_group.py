@@ -213,18 +213,23 @@ class AinicProcessGroup(dist.ProcessGroup):
                                  f"expected {like.dtype}[{like.numel():,}]")
 
     def _gather_bytes(self, t: torch.Tensor) -> bytes:
+        data = _to_bytes(t)
         if self._size == 1:
             self.counts["local"] += 1
-            return _to_bytes(t)
-        data = _to_bytes(t)
+            return data
         return self._collective("all_gather", data, "uint8", len(data))
+
+    @staticmethod
+    def _split(data: bytes, like: torch.Tensor, outs) -> None:
+        """Every rank's part of an all-gather's bytes into ``outs``, rank by rank."""
+        k = like.numel() * like.element_size()
+        for r, out in enumerate(outs):
+            out.copy_(_from_bytes(data[r * k:(r + 1) * k], like).reshape(out.shape))
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         for outs, inp in zip(output_tensors, input_tensors, strict=True):
             self._check_parts(outs, inp, "all_gather")
-            data, k = self._gather_bytes(inp), inp.numel() * inp.element_size()
-            for r, out in enumerate(outs):
-                out.copy_(_from_bytes(data[r * k:(r + 1) * k], inp).reshape(out.shape))
+            self._split(self._gather_bytes(inp), inp, outs)
         return _done(output_tensors)
 
     def all_gather_single(self, output, input, opts=None):
@@ -242,32 +247,31 @@ class AinicProcessGroup(dist.ProcessGroup):
     def allgather_coalesced(self, output_lists, input_list, opts=None):
         return self.allgather(output_lists, input_list, opts)
 
+    def _broadcast(self, t: torch.Tensor, root: int) -> None:
+        if self._size == 1:
+            self.counts["local"] += 1
+            return
+        data = _to_bytes(t)
+        t.copy_(_from_bytes(self._collective("broadcast", data, "uint8", len(data), root=root), t))
+
     def broadcast(self, tensors, opts=None):
         root = opts.rootRank if opts is not None else 0
         for t in tensors:
-            if self._size == 1:
-                self.counts["local"] += 1
-                continue
-            data = _to_bytes(t)
-            t.copy_(_from_bytes(self._collective("broadcast", data, "uint8", len(data), root=root), t))
+            self._broadcast(t, root)
         return _done(tensors)
 
     def reduce(self, tensors, opts=None):
         """As all_reduce: every rank ends with the result (torch leaves the non-roots' tensors unspecified)."""
-        op = opts.reduceOp if opts is not None else ReduceOp.SUM
-        for t in tensors:
-            self._reduce("all_reduce", t, t, op)
-        return _done(tensors)
+        return self.allreduce(tensors, opts)
 
     def gather(self, output_tensors, input_tensors, opts=None):
         """An all-gather whose result only the root keeps."""
         root = opts.rootRank if opts is not None else 0
         for i, inp in enumerate(input_tensors):
-            data, k = self._gather_bytes(inp), inp.numel() * inp.element_size()
+            data = self._gather_bytes(inp)
             if self._rank == root:
                 self._check_parts(output_tensors[i], inp, "gather")
-                for r, out in enumerate(output_tensors[i]):
-                    out.copy_(_from_bytes(data[r * k:(r + 1) * k], inp).reshape(out.shape))
+                self._split(data, inp, output_tensors[i])
         return _done(output_tensors)
 
     def scatter(self, output_tensors, input_tensors, opts=None):
@@ -278,7 +282,7 @@ class AinicProcessGroup(dist.ProcessGroup):
             if self._rank == root:
                 self._check_parts(input_tensors[i], out, "scatter")
                 whole.copy_(torch.cat([t.reshape(-1) for t in input_tensors[i]]))
-            self.broadcast([whole], type("Root", (), {"rootRank": root})())
+            self._broadcast(whole, root)
             out.copy_(whole[self._rank * out.numel():(self._rank + 1) * out.numel()].reshape(out.shape))
         return _done(output_tensors)
 
