@@ -122,7 +122,10 @@ def one_rank_dies(rank, size, victim, pid_file):
     if rank == victim:
         os.kill(os.getpid(), 9)
     time.sleep(0.5)
-    dist.all_reduce(torch.ones(100))
+    try:
+        dist.all_reduce(torch.ones(100))
+    finally:
+        time.sleep(2)       # rank 0 (and its service) still there when the other survivor asks
 
 
 def one_rank_late(rank, size, late):
