@@ -108,9 +108,10 @@ def switch_bench(results, args):
 
     from host_driver.models import in_network as inn
     from host_driver.sim.cluster import MODEL_OPS, Cluster
+    from contract.enums import Codec, names
     res = results.setdefault("switch_allreduce", {}).setdefault("verilator", {})
     nodes = args.nodes or [4, 8]
-    codecs = args.codec or ["none", "bfp8"]
+    codecs = args.codec or names(Codec)
     L = args.elements
     cases = [(n, c, 0.0) for n in nodes for c in codecs]
     cases += [(min(nodes), "none", p) for p in (1e-4, 1e-3, 1e-2)]
@@ -129,8 +130,9 @@ def switch_bench(results, args):
                     "sim_seconds": round(st.sim_seconds, 1)}
         print(f"bench: switch allreduce verilator N={n} {codec} L={L:,} loss={loss:g} ...", flush=True)
         cluster = Cluster(n, "verilator", args.width, codec, algorithm="switch", faults={"drop": loss, "seed": 1},
-                          clock_mhz=args.clock_mhz)
+                          clock_mhz=args.clock_mhz, stage_trace=True)
         got, st = cluster.allreduce(x)
+        trace = st.stage_trace[0]        # rank 0: each stage of its switch client busy (docs/in_network.md)
         entry = {
             "cycles": st.cycles, "bound_cycles": round(st.bound_cycles), "efficiency": round(st.efficiency, 4),
             "datapath_bound_cycles": st.datapath_bound_cycles,
@@ -140,6 +142,7 @@ def switch_bench(results, args):
             "frames_lost": sum(c["dropped"] for c in st.fault_counters["up"] + st.fault_counters["down"]),
             "frames_up": st.frames_per_link[0], "frames_down": st.down_frames_per_link[0],
             "ring_bound_ratio": round(2 * (n - 1) / n, 3),
+            "rank0_busy": {k: round(v["cycles"]["busy"] / trace["cycles"], 3) for k, v in trace["stages"].items()},
             "sim_seconds": round(st.sim_seconds, 1), "sim_cycles_per_second": round(st.cycles / st.sim_seconds),
             "link_gbps": st.link_gbps, "packet": cluster.packet, "window": cluster.window, **at_clock(st)}
         if ring:

@@ -273,20 +273,23 @@ def bench_sources(b: dict) -> str:
 
 def switch_measured() -> str:
     """docs/in_network.md: switch mode against the ring at N = 4 and 8, and its efficiency under loss."""
+    from contract.enums import Codec, names
     b = _load("bench.json")
     sw = b["switch_allreduce"]["verilator"]
     out = [f"Commit {section_commit(b, 'switch_allreduce')}:", "",
-           "| N | codec | switch cycles | in-network bound | datapath bound | efficiency (what binds) | ring cycles "
-           "| speedup | bound allows |",
-           "|---|-------|---------------|------------------|----------------|-------------------------|-------------"
-           "|---------|--------------|"]
-    for codec in ("none", "bfp8"):
+           "| N | codec | switch cycles | in-network bound | datapath bound | efficiency (what binds) | rank 0 read busy "
+           "| ring cycles | speedup | bound allows |",
+           "|---|-------|---------------|------------------|----------------|-------------------------|------------------"
+           "|-------------|---------|--------------|"]
+    for codec in names(Codec):
         for n in (4, 8):
             r = sw.get(f"n{n}_{codec}_L1048576_w512")
             if r is None:
                 continue
+            busy = r.get("rank0_busy", {}).get("read")
             out.append(f"| {n} | {codec} | {r['cycles']:,} | {r['bound_cycles']:,} | {r['datapath_bound_cycles']:,} | "
-                       f"{r['binding_efficiency']:.3f} | {r['ring_same_fabric']['cycles']:,} | "
+                       f"{r['binding_efficiency']:.3f} | {'—' if busy is None else f'{busy:.1%}'} | "
+                       f"{r['ring_same_fabric']['cycles']:,} | "
                        f"{r['speedup_over_ring']:.2f}x | {r['ring_bound_ratio']:.2f}x |")
     loss = [(k, r) for k, r in sw.items() if "_loss" in k and k.startswith("n4_none_")]
     if loss:

@@ -6,7 +6,8 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from contract.enums import DATA_OPCODES, Codec, Dtype, FrameFlag, FrameOpcode
+from contract import stages as st
+from contract.enums import DATA_OPCODES, Codec, Dtype, FrameFlag, FrameOpcode, StageState
 from contract.in_network import MAX_JOB_WORKERS, MAX_NIC_WINDOW, SWITCH_RANK
 from contract.limits import MAX_COUNT
 from contract.protocol import FRAME_HEADER_BYTES, MAX_P, VERSION
@@ -43,6 +44,11 @@ _SlotRecord = data.StructLayout({"j": J_BITS, "off": COUNT_BITS, "resends": 3})
 _Header = data.StructLayout({"send": _Send, "count": range(MAX_P + 1), "psn": 32})
 
 
+#: ``probe``: each stage's state and the kind of the item it holds, this cycle (contract/stages.py, SWITCH_STAGES)
+SwitchProbe = data.StructLayout({name: data.StructLayout({"state": StageState, "kind": 3})
+                                 for name in st.SWITCH_NAMES})
+
+
 def switch_client_signature(width: int) -> wiring.Signature:
     """The :class:`SwitchClient`'s ports (a NIC built without it has an ``Absent`` block with these)."""
     W = width
@@ -59,6 +65,7 @@ def switch_client_signature(width: int) -> wiring.Signature:
         "comp": In(compressor_signature(W)), "dec": In(decompressor_signature(W)),
         "dup_results": Out(32),
         "timeouts": Out(32),
+        "probe": Out(SwitchProbe),
     })
 
 
@@ -79,6 +86,7 @@ class SwitchClient(wiring.Component):
       packet count when it ends.
     * ``busy`` falls once every result is written and answered (or on the deadline) and nothing is in
       flight in the engine; the DMA ports are then free.
+    * ``probe``: what each stage (contract/stages.py, ``SWITCH_STAGES``) does this cycle. Wires only.
     """
 
     def __init__(self, width: int = 512, send_depth: int = 2 * MAX_NIC_WINDOW):
@@ -101,7 +109,7 @@ class SwitchClient(wiring.Component):
         launched = Signal(J_BITS + 1)           # packets sent a first time
         done_elems = Signal(COUNT_BITS + 1)
         last_progress = Signal(32)
-        writes_out = Signal(J_BITS + 1)         # DMA writes issued, not yet answered
+        writes_out = Signal(J_BITS + 1)         # DMA write commands issued, not yet answered
 
         # offsets are carried, never multiplied: a slot's next packet is S·P elements on
         win = Signal(COUNT_BITS + 1)
@@ -179,35 +187,40 @@ class SwitchClient(wiring.Component):
         take_result = Signal()
         r_first = Signal(init=1)
         r_count = Signal(16)                    # the element count of the result being written
-        with m.FSM(name="rx"):
-            with m.State("IDLE"):
-                with m.If(rx.valid & looked):
-                    with m.If(expect):
-                        m.d.comb += [self.wr_cmd.valid.eq(1),
-                                     self.wr_cmd.payload.addr.eq(wr_addr),
-                                     self.wr_cmd.payload.length.eq(Cat(C(0, 2), h.count))]
-                        with m.If(self.wr_cmd.ready):
-                            m.d.comb += [rx.ready.eq(1), take_result.eq(1)]
-                            m.d.sync += r_first.eq(1)
-                            m.next = "WRITE"
-                    with m.Else():
-                        m.d.comb += rx.ready.eq(1)
-                        m.d.sync += self.dup_results.eq(self.dup_results + 1)
-                        with m.If(Cat(*[h.opcode == op for op in DATA_OPCODES]).any()):
-                            m.next = "DROP"
-            with m.State("DROP"):
-                m.d.comb += rp.tready.eq(1)
-                with m.If(rp.tvalid & rp.tlast):
-                    m.next = "IDLE"
-            with m.State("WRITE"):
-                d = dec.s_axis
-                m.d.comb += [d.tdata.eq(rp.tdata), d.tkeep.eq(rp.tkeep), d.tlast.eq(rp.tlast), d.tvalid.eq(rp.tvalid),
-                             d.tuser.eq(Mux(r_first, r_count, 0)),
-                             rp.tready.eq(d.tready)]
-                with m.If(rp.tvalid & rp.tready):
-                    m.d.sync += r_first.eq(0)
-                    with m.If(rp.tlast):
-                        m.next = "IDLE"
+        # the payload passing: none, a result's (decoded and written), or a dropped frame's. A record is
+        # taken as the payload before it ends (its last beat), so the decoder is fed back to back; its
+        # DMA write command goes ahead while it waits (the writer queues commands), and once asked for,
+        # the record is taken as a result whatever happens meanwhile (the deadline), so the command gets
+        # its data
+        writing, dropping = Signal(), Signal()
+        in_payload = Signal()
+        m.d.comb += in_payload.eq(writing | dropping)
+        d = dec.s_axis
+        m.d.comb += [d.tdata.eq(rp.tdata), d.tkeep.eq(rp.tkeep), d.tlast.eq(rp.tlast), d.tvalid.eq(rp.tvalid & writing),
+                     d.tuser.eq(Mux(r_first, r_count, 0)),
+                     rp.tready.eq(Mux(writing, d.tready, dropping))]
+        ends = rp.tvalid & rp.tready & rp.tlast
+        free = ~in_payload | ends
+        with m.If(rp.tvalid & rp.tready & writing):
+            m.d.sync += r_first.eq(0)
+        with m.If(ends):
+            m.d.sync += [writing.eq(0), dropping.eq(0)]
+        cmd_sent = Signal()                     # the waiting record's write command has gone
+        ask = rx.valid & looked & expect & ~cmd_sent
+        m.d.comb += [self.wr_cmd.valid.eq(ask), self.wr_cmd.payload.addr.eq(wr_addr),
+                     self.wr_cmd.payload.length.eq(Cat(C(0, 2), h.count))]
+        cmd_go = ask & self.wr_cmd.ready
+        with m.If(cmd_go):
+            m.d.sync += cmd_sent.eq(1)
+        with m.If(rx.valid & looked & free):
+            with m.If(cmd_sent | cmd_go):
+                m.d.comb += [rx.ready.eq(1), take_result.eq(1)]
+                m.d.sync += [r_first.eq(1), writing.eq(1), cmd_sent.eq(0)]
+            with m.Elif(~expect):
+                m.d.comb += rx.ready.eq(1)
+                m.d.sync += self.dup_results.eq(self.dup_results + 1)
+                with m.If(Cat(*[h.opcode == op for op in DATA_OPCODES]).any()):
+                    m.d.sync += dropping.eq(1)
         with m.If(take_result):
             m.d.sync += r_count.eq(h.count)
         wd, do = self.wr_data, dec.m_axis
@@ -216,7 +229,7 @@ class SwitchClient(wiring.Component):
         m.d.comb += self.wr_status.ready.eq(1)
         with m.If(self.wr_status.valid & (self.wr_status.payload > self.status.write_resp)):
             m.d.sync += self.status.write_resp.eq(self.wr_status.payload)
-        m.d.sync += writes_out.eq(writes_out + take_result - self.wr_status.valid)
+        m.d.sync += writes_out.eq(writes_out + (self.wr_cmd.valid & self.wr_cmd.ready) - self.wr_status.valid)
 
         # -- what to send next: the slot's next packet after a result, the first window, or a resend --------
         # the resend scan: slot ``scan``'s record and timer are read a cycle early; whether its timer ran out is
@@ -387,4 +400,30 @@ class SwitchClient(wiring.Component):
         finished = (done_elems >= cfg.count) | stopping
         with m.If(running & ~self.start & finished & drained & ~self.wr_cmd.valid):
             m.d.sync += [running.eq(0), self.psn.eq(first + launched)]
+
+        # -- the probe: per stage (have an item, its kind, input valid, output ready) ------------------------
+        reads_out = Signal(J_BITS + 1)          # DMA reads asked for whose data has not all passed
+        frames_out = Signal(J_BITS + 1)         # frames whose payload has not all left
+        writes_data = Signal(J_BITS + 1)        # results taken whose decoded data has not all been written
+        rd_go = self.rd_cmd.valid & self.rd_cmd.ready
+        m.d.sync += [reads_out.eq(reads_out + rd_go - (rd.tvalid & rd.tready & rd.tlast)),
+                     frames_out.eq(frames_out + rd_go - (tp.tvalid & tp.tready & tp.tlast)),
+                     writes_data.eq(writes_data + take_result - (wd.tvalid & wd.tready & wd.tlast))]
+        receiving = Signal()
+        m.d.comb += receiving.eq(rx.valid & ~expect & looked)
+        probe = {
+            "issue": (running, iss.send.retx, iss_valid & ~iss_fresh & iss_current & ~stopping,
+                      self.rd_cmd.ready & hdr_q.w_rdy),
+            "read": (reads_out != 0, 0, rd.tvalid, rd.tready),
+            "transmit": (frames_out != 0, 0, tp.tvalid, tp.tready),
+            "header": (hdr_q.r_rdy, out.retx, self.tx_meta.valid, self.tx_meta.ready),
+            "receive": (running, receiving, rx.valid, rx.ready),
+            "result": (in_payload, 0, rp.tvalid, rp.tready),
+            "write": (writes_data != 0, 0, wd.tvalid, wd.tready),
+        }
+        for name, (have, kind, valid, ready) in probe.items():
+            state = Mux(~have, StageState.idle,
+                        Mux(valid & ready, StageState.busy, Mux(valid, StageState.blocked, StageState.starved)))
+            m.d.comb += [getattr(self.probe, name).state.eq(state),
+                         getattr(self.probe, name).kind.eq(Mux(have, kind, 0))]
         return m

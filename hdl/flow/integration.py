@@ -27,8 +27,8 @@ INTERFACES = {
     "s_axis_rx": "AXI4-Stream from the Ethernet MAC's receive side (no FCS); tuser = the MAC's bad-frame flag",
     "m_axis_tx": "AXI4-Stream to the Ethernet MAC's transmit side (no FCS: the MAC appends it)",
     "irq": "level interrupt: (IRQ_STATUS & IRQ_ENABLE) != 0",
-    "dbg_stages": "debug: each collective-engine stage's state this cycle, 5 bits a stage (contract/stages.py); "
-                  "may be left unconnected",
+    "dbg_stages": "debug: each stage's state this cycle, 5 bits a stage (contract/stages.py: the ring's engine, or "
+                  "the switch client while a switch collective runs); may be left unconnected",
 }
 
 

@@ -110,8 +110,9 @@ class Nic(wiring.Component):
     * ``m_axi``: host memory (descriptors, data, completions), AXI4 master, W-bit data, 64-bit addresses.
     * ``s_axis_rx`` / ``m_axis_tx``: Ethernet frames from / to a MAC (no FCS; ``s_axis_rx.tuser`` = the MAC's
       error flag for the frame). Frames are Ethernet/IPv4/UDP/ainic (docs/protocol.md).
-    * ``dbg_stages``: what each stage of the ring's collective engine does this cycle, for a logic analyser
-      or a simulation trace (contract/stages.py; may be left unconnected).
+    * ``dbg_stages``: what each stage of the engine running the collective (the ring's collective engine, or
+      the switch client while a switch collective runs) does this cycle, for a logic analyser or a
+      simulation trace (contract/stages.py; may be left unconnected).
 
     Local copies run in the command processor with the DMA engine and codec loop; collective descriptors
     run in the :class:`CollectiveEngine` (algorithm ring) or the :class:`SwitchClient` (algorithm switch),
@@ -249,7 +250,8 @@ class Nic(wiring.Component):
             ls.cfg.timeout.eq(c.retx_timeout), ls.cfg.backoff_max.eq(c.retx_backoff_max),
             h.rank.eq(c.rank), h.nodes.eq(c.world_size), h.codec.eq(d.codec), h.dtype.eq(d.dtype),
             h.job.eq(c.job_id), h.collective.eq(d.collective), h.next_mac.eq(next_mac), h.next_ip.eq(next_ip),
-            eng.start.eq(cmd.engine_start & ~use_sw), self.dbg_stages.eq(eng.probe),
+            eng.start.eq(cmd.engine_start & ~use_sw),
+            self.dbg_stages.eq(Mux(act_sw, cl.probe.as_value(), eng.probe.as_value())),
             cmd.engine_busy.eq(Mux(use_sw, cl.busy, eng.busy)),
             cmd.engine_status.eq(Mux(use_sw, cl.status.as_value(), eng.status.as_value())),
         ]

@@ -68,10 +68,12 @@ class AggregationEngine(wiring.Component):
       again from memory for a unicast; then encoded with the job's codec (a
       :class:`~hdl.codec.compressor.Compressor`) and offered on ``m_meta`` / ``m_axis`` with the
       destination ports.
-    * Throughput: a contribution of k beats takes k + 2 cycles (while the result queue has room for a
-      packet besides what it holds: a contribution waits for that room whether or not it completes its
-      round). The decision's writes (the slot's state, the result's record, the event) follow a cycle
-      later, from registers. ``clear`` empties the engine's slots in
+    * Throughput: a contribution of k beats takes max(k, 3) cycles: the next record is looked up and
+      decided while the payload before it passes, and its payload follows at once (while the result queue
+      has room for two packets besides what it holds: a contribution waits for that room whether or not
+      it completes its round). The decision's writes (the slot's state, the result's record, the event)
+      follow a cycle later, from registers; the state it leaves is forwarded to a decision on the same
+      set that comes before the write lands. ``clear`` empties the engine's slots in
       [``clear_base``, ``clear_base + clear_count``) (2 cycles a slot); reset empties all of them. While
       ``clearing`` no contribution is taken.
     * Memory: ``2 · slots · max_packet / (W/32)`` words of W/32 · 337 bits (the accumulators) and
@@ -118,9 +120,10 @@ class AggregationEngine(wiring.Component):
         acc_word = data.ArrayLayout(AccElem, lanes)
         m.submodules.acc = acc_mem = Memory(shape=acc_word, depth=sets * beats, init=[])
         acc_w = acc_mem.write_port()
-        # (not transparent: a sum is written two cycles after its row is read, and the next contribution's
-        # first read comes four cycles after the last one of the one before, so no read meets a write
-        # to its row; and soft transparency would put a comparator and a multiplexer after the block RAM)
+        # (not transparent: a sum is written two cycles after its row is read, and a row is read again no
+        # earlier than three cycles after it was (a short packet is followed by a gap, below), so no read
+        # meets a write to its row; and soft transparency would put a comparator and a multiplexer after the
+        # block RAM)
         acc_r = acc_mem.read_port()
 
         meta = self.s_meta.payload
@@ -141,7 +144,7 @@ class AggregationEngine(wiring.Component):
                          hi.eq(self.clear_base + self.clear_count)]
 
         # -- the decision, one contribution at a time ----------------------------------------------------
-        st = data.View(SlotState, st_r.data)
+        st = Signal(SlotState)                  # the set's state: read from memory, or forwarded (below)
         n = meta.workers
         bit = Signal(MAX_JOB_WORKERS)
         m.d.comb += bit.eq(1 << meta.worker)
@@ -180,22 +183,20 @@ class AggregationEngine(wiring.Component):
         with m.Else():
             m.d.comb += [new_state.eq(st), new_state.bitmap.eq(st.bitmap | bit), new_state.count.eq(st.count + 1)]
 
-        # results waiting for the compressor: room for a whole packet and the rounder's pipeline first
-        fifo_depth = 1 << (2 * beats + ROUND_LATENCY + ROOM_MARGIN - 1).bit_length()
+        # results waiting for the compressor: room for two whole packets (the one passing and the one decided
+        # ahead of it) and the rounder's pipeline first
+        fifo_depth = 1 << (3 * beats + ROUND_LATENCY + ROOM_MARGIN - 1).bit_length()
         m.submodules.rq = rq = SyncFifo(width=W + B + 1, depth=fifo_depth)
         m.submodules.rmeta = rmeta = SyncFifo(width=self.result.size, depth=4)
         in_flight = Signal(range(fifo_depth + 1))         # beats inside the rounder pipeline
         # room for a result, from registers and with a margin for what they do not show yet: asked before
-        # the decision (whether the contribution completes its slot is not known then), the beats on their
-        # way to the rounder (ROOM_MARGIN), and the result record written the cycle after a decision
+        # the decision (whether the contribution completes its slot is not known then), the payload still
+        # passing and this one (two packets), the beats on their way to the rounder (ROOM_MARGIN), and the
+        # result record written the cycle after a decision
         room = Signal()
-        m.d.sync += room.eq((rq.level + in_flight + beats + ROOM_MARGIN <= fifo_depth) & (rmeta.level + 2 <= rmeta.depth))
+        m.d.sync += room.eq((rq.level + in_flight + 2 * beats + ROOM_MARGIN <= fifo_depth)
+                            & (rmeta.level + 2 <= rmeta.depth))
 
-        # payload phase
-        mode_emit, mode_write, mode_fresh, mode_read = Signal(), Signal(), Signal(), Signal()
-        base = Signal(range(sets * beats))
-        b = Signal(beat_bits + 1)
-        is_int = Signal()
         # what a decision writes (the slot's state, the result's record, the event) is written the cycle
         # after, from registers: the decision's own path ends in flip-flops
         act_state, act_result, act_event = Signal(), Signal(), Signal()
@@ -207,55 +208,87 @@ class AggregationEngine(wiring.Component):
         m.d.comb += [rmeta.w_data.eq(act_r), rmeta.w_en.eq(act_result), self.event.eq(act_ev),
                      self.event.valid.eq(act_event)]
 
-        with m.FSM():
-            with m.State("IDLE"):
-                with m.If(walking):
-                    m.d.comb += [st_w.addr.eq(walk), st_w.data.eq(0)]
-                    pool = Cat(self.index[:shift], walk[1:]) if shift else walk[1:]
-                    m.d.comb += st_w.en.eq((pool >= lo) & (pool < hi) | (hi == 0))
-                    m.d.sync += walk.eq(walk + 1)
-                    with m.If(walk == sets - 1):
-                        m.d.sync += [walking.eq(0), walk.eq(0)]
-                with m.Elif(self.s_meta.valid & room):
-                    m.d.comb += [st_r.addr.eq(set_addr), st_r.en.eq(1)]
-                    m.next = "DECIDE"
-            with m.State("DECIDE"):
-                m.d.comb += [st_r.addr.eq(set_addr), st_r.en.eq(1), self.s_meta.ready.eq(1)]
-                m.d.sync += [act_event.eq(1), act_ev.job.eq(meta.job), act_ev.absorbed.eq(start | absorb),
-                             act_ev.completed.eq(completes), act_ev.unicast.eq(unicast), act_ev.reason.eq(reason),
-                             act_state.eq(start | absorb), act_addr.eq(set_addr), act_new.eq(new_state),
-                             act_result.eq(emits)]
-                m.d.sync += [mode_emit.eq(emits), mode_write.eq(start | absorb), mode_fresh.eq(start),
-                             mode_read.eq(absorb | unicast), base.eq(set_addr * beats), b.eq(0),
-                             is_int.eq(meta.dtype == Dtype.int32)]
-                r = Signal(self.result)
-                m.d.comb += [r.job.eq(meta.job), r.job_id.eq(meta.job_id), r.slot.eq(meta.slot),
-                             r.set.eq(meta.set), r.psn.eq(Mux(start, meta.psn, st.psn)),
-                             r.offset.eq(meta.offset), r.count.eq(meta.count),
-                             r.collective.eq(Mux(start, meta.collective, st.collective)),
-                             r.codec.eq(meta.codec), r.dtype.eq(meta.dtype), r.retransmit.eq(unicast),
-                             r.dest.eq(Mux(unicast, 1 << meta.port, member_mask(m, job, self.ports, "dest")))]
-                m.d.sync += act_r.eq(r)
-                m.next = "PAYLOAD"
-            with m.State("PAYLOAD"):
-                m.d.comb += self.s_axis.tready.eq(1)
-                with m.If(act_state):               # (the first cycle after the decision: no walk runs)
-                    m.d.comb += [st_w.addr.eq(act_addr), st_w.data.eq(act_new), st_w.en.eq(1)]
-                with m.If(self.s_axis.tvalid & self.s_axis.tlast):
-                    m.next = "IDLE"
+        # -- the decisions, a record at a time, while the payload before it passes --------------------------
+        # A record offered is looked up (its set's state read) in one cycle and decided in the next; the
+        # decision is the payload's mode, or waits as the one ahead (``pend``) while the payload before it
+        # passes. The state a decision leaves is forwarded to the next decision on the same set (the
+        # memory's write lands a cycle after the decision, when the next read may already have happened).
+        Mode = data.StructLayout({"emit": 1, "write": 1, "fresh": 1, "read": 1, "base": range(sets * beats),
+                                  "is_int": 1})
+        mode, pend_mode = Signal(Mode), Signal(Mode)
+        streaming, pend = Signal(), Signal()        # a payload is being taken; a decision waits for its turn
+        looking = Signal()                          # the record's state was read last cycle: decide now
+        fw_valid, fw_hit = Signal(), Signal()
+        fw_addr = Signal(range(sets))
+        fw_state = Signal(SlotState)
+        m.d.comb += st.eq(Mux(fw_hit, fw_state, st_r.data))
+        b = Signal(beat_bits + 1)
+        gap = Signal(2)                             # cycles before the next payload's first beat may come
+        s = self.s_axis
+        m.d.comb += s.tready.eq(streaming & (gap == 0))
+        take = s.tvalid & s.tready
+        ends = take & s.tlast
+
+        decide = looking
+        look = self.s_meta.valid & room & ~looking & ~pend & ~walking & ~decide
+        m.d.sync += looking.eq(look)
+        with m.If(look):
+            m.d.comb += [st_r.addr.eq(set_addr), st_r.en.eq(1)]
+            m.d.sync += fw_hit.eq(fw_valid & (fw_addr == set_addr))
+        # emptying slots (reset, ``clear``) while no record is looked up and no decision writes
+        with m.If(walking & ~looking & ~act_state):
+            m.d.comb += [st_w.addr.eq(walk), st_w.data.eq(0)]
+            pool = Cat(self.index[:shift], walk[1:]) if shift else walk[1:]
+            m.d.comb += st_w.en.eq((pool >= lo) & (pool < hi) | (hi == 0))
+            m.d.sync += [walk.eq(walk + 1), fw_valid.eq(0)]
+            with m.If(walk == sets - 1):
+                m.d.sync += [walking.eq(0), walk.eq(0)]
+        with m.If(act_state):
+            m.d.comb += [st_w.addr.eq(act_addr), st_w.data.eq(act_new), st_w.en.eq(1)]
+
+        new_mode = Signal(Mode)
+        m.d.comb += [new_mode.emit.eq(emits), new_mode.write.eq(start | absorb), new_mode.fresh.eq(start),
+                     new_mode.read.eq(absorb | unicast), new_mode.base.eq(set_addr * beats),
+                     new_mode.is_int.eq(meta.dtype == Dtype.int32)]
+        free = ~streaming | ends                    # the payload slot is free from the next cycle
+        with m.If(take):
+            m.d.sync += b.eq(b + 1)
+        with m.If(gap != 0):
+            m.d.sync += gap.eq(gap - 1)
+        with m.If(ends):
+            # the accumulator's read-add-write takes three cycles: a beat's row is read again no earlier than
+            # three cycles after it was, so a packet of fewer than three beats is followed by a gap
+            m.d.sync += [streaming.eq(0), gap.eq(Mux(b == 0, 2, Mux(b == 1, 1, 0)))]
+        with m.If(decide):
+            m.d.comb += self.s_meta.ready.eq(1)
+            m.d.sync += [act_event.eq(1), act_ev.job.eq(meta.job), act_ev.absorbed.eq(start | absorb),
+                         act_ev.completed.eq(completes), act_ev.unicast.eq(unicast), act_ev.reason.eq(reason),
+                         act_state.eq(start | absorb), act_addr.eq(set_addr), act_new.eq(new_state),
+                         act_result.eq(emits),
+                         fw_valid.eq(1), fw_addr.eq(set_addr), fw_state.eq(Mux(start | absorb, new_state, st))]
+            r = Signal(self.result)
+            m.d.comb += [r.job.eq(meta.job), r.job_id.eq(meta.job_id), r.slot.eq(meta.slot),
+                         r.set.eq(meta.set), r.psn.eq(Mux(start, meta.psn, st.psn)),
+                         r.offset.eq(meta.offset), r.count.eq(meta.count),
+                         r.collective.eq(Mux(start, meta.collective, st.collective)),
+                         r.codec.eq(meta.codec), r.dtype.eq(meta.dtype), r.retransmit.eq(unicast),
+                         r.dest.eq(Mux(unicast, 1 << meta.port, member_mask(m, job, self.ports, "dest")))]
+            m.d.sync += act_r.eq(r)
+            with m.If(free):
+                m.d.sync += [mode.eq(new_mode), streaming.eq(1), b.eq(0)]
+            with m.Else():
+                m.d.sync += [pend_mode.eq(new_mode), pend.eq(1)]
+        with m.Elif(pend & free):
+            m.d.sync += [mode.eq(pend_mode), streaming.eq(1), pend.eq(0), b.eq(0)]
 
         # -- read, add, write: one beat a cycle, in stages: p (the term aligned), q (placed in its limbs, while
         # its sum is read), the sum into a register (``round_in``), from which it is written back and rounded
-        s = self.s_axis
-        take = s.tvalid & s.tready
-        with m.If(take):
-            m.d.sync += b.eq(b + 1)
         def stage(prefix, fields):
             """The fields of a beat through a register (the valid bit reset with the engine)."""
             return {k: register(m, v, f"{prefix}_{k}", reset=k == "valid") for k, v in fields.items()}
-        p = stage("p", {"valid": take, "keep": s.tkeep, "last": s.tlast, "addr": base + b, "write": mode_write,
-                        "fresh": mode_fresh | ~mode_read, "emit": mode_emit})
-        p_terms = [register(m, exact_term(m, Mux(s.tkeep[4 * i], s.tdata[32 * i:32 * (i + 1)], 0), is_int,
+        p = stage("p", {"valid": take, "keep": s.tkeep, "last": s.tlast, "addr": mode.base + b, "write": mode.write,
+                        "fresh": mode.fresh | ~mode.read, "emit": mode.emit, "is_int": mode.is_int})
+        p_terms = [register(m, exact_term(m, Mux(s.tkeep[4 * i], s.tdata[32 * i:32 * (i + 1)], 0), mode.is_int,
                                           f"term{i}"), f"p_term{i}") for i in range(lanes)]
         q = stage("q", p)
         m.d.comb += [acc_r.addr.eq(p["addr"]), acc_r.en.eq(p["valid"])]
@@ -271,7 +304,7 @@ class AggregationEngine(wiring.Component):
 
         L = ROUND_LATENCY
         round_in = data.View(acc_word, register(m, summed, "round_in"))
-        is_int_q = register(m, is_int, "is_int_q")
+        is_int_q = register(m, q["is_int"], "is_int_q")      # with round_in: the beat's own dtype
         w = stage("w", {k: q[k] for k in ("valid", "write", "addr")})
         m.d.comb += [acc_w.addr.eq(w["addr"]), acc_w.data.eq(round_in), acc_w.en.eq(w["valid"] & w["write"])]
         r_valid = Signal(L)

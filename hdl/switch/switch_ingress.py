@@ -39,9 +39,9 @@ class SwitchIngress(wiring.Component):
       that its frame goes, decided as the first beat enters.
     * Payloads follow each other into the decoder through a register slice, a frame's first beat the cycle
       after the last of the one before (its codec changes only while it holds no frame); records wait for
-      the engine in a queue of four, in the order of their payloads, each offered once the payload before
-      it has left (as :class:`~hdl.switch.packet_crossbar.PacketCrossbar` requires). The parser buffers
-      what arrives meanwhile.
+      the engines in a queue of four, in the order of their payloads, each offered as soon as it is queued
+      (:class:`~hdl.switch.packet_crossbar.PacketCrossbar` takes it while the payload before it passes and
+      keeps the payloads in order). The parser buffers what arrives meanwhile.
       ``stat_accepted`` / ``stat_drops``: the parser's counters.
     """
 
@@ -111,17 +111,13 @@ class SwitchIngress(wiring.Component):
         skid_buffer(m, "feed", feed_valid, feed_ready, dec_in.tvalid, dec_in.tready,
                     [(pay.tdata, dec_in.tdata), (pay.tkeep, dec_in.tkeep), (pay.tlast, dec_in.tlast),
                      (feed_user, dec_in.tuser)])
-        # records on to the engine through a queue, in the order of their payloads out of the decoder: the
-        # next frame is fed while the one before is decoded. A record is offered once the payload before it
-        # has left (``open``: a record went, its payload's last beat has not), as the crossbar requires
+        # records on to the engines through a queue, in the order of their payloads out of the decoder: the
+        # next frame is fed while the one before is decoded, and a record is offered as soon as it is
+        # queued (the crossbar takes a source's next record while its payload before it passes, and keeps
+        # the payloads in order)
         m.submodules.meta_q = mq = SyncFifo(width=Contribution.size, depth=4)
-        open_ = Signal()
-        m.d.comb += [self.m_meta.payload.eq(mq.r_data), self.m_meta.valid.eq(mq.r_rdy & ~open_),
+        m.d.comb += [self.m_meta.payload.eq(mq.r_data), self.m_meta.valid.eq(mq.r_rdy),
                      mq.r_en.eq(self.m_meta.valid & self.m_meta.ready)]
-        with m.If(self.m_meta.valid & self.m_meta.ready):
-            m.d.sync += open_.eq(1)
-        with m.If(o.tvalid & o.tready & o.tlast):
-            m.d.sync += open_.eq(0)
         # the checks of the record at the parser's output (ContributionCheck's stage, then a register): valid
         # once the record has waited 1 + LATENCY cycles (a record waits unchanged until it is taken; one that
         # arrives while a frame is fed has)

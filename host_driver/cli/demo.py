@@ -65,8 +65,9 @@ def add_parser(sub, formatter) -> None:
     d.add_argument("--deadline", type=int, default=DEADLINE, metavar="CYCLES",
                    help="cycles without progress after which a collective ends in timeout")
     d.add_argument("--stage-trace", action="store_true",
-                   help="ring, RTL: record what every stage of each NIC's collective engine does each cycle; print "
-                        "rank 0's summary, and put every rank's in --json (stage_trace)")
+                   help="RTL: record what every stage of each NIC's engine (the ring's collective engine, or the "
+                        "switch client) does each cycle; print rank 0's summary, and put every rank's in --json "
+                        "(stage_trace)")
     d.add_argument("--waves", nargs="?", const="ainic_demo.fst", metavar="FILE",
                    help="RTL: record an FST waveform of the whole run to FILE (ainic_demo.fst if no FILE is given); "
                         "open it with GTKWave or Surfer")
@@ -273,7 +274,9 @@ def _report(args, cluster, x, results, stats):
         print(f"  {k:<34} {v}")
     if stats.stage_trace:
         from host_driver.sim.stage_trace import table
-        print("ainic demo: where rank 0's cycles went (docs/collective_engine.md, \"Where the cycles go\"):")
+        page = "in_network.md, \"Where the switch client's cycles go\"" if switch else \
+            "collective_engine.md, \"Where the cycles go\""
+        print(f"ainic demo: where rank 0's cycles went (docs/{page}):")
         print(table(stats.stage_trace[0]))
     return not bad and same and stats.traffic_matches_model is not False, d
 

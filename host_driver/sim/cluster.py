@@ -170,7 +170,7 @@ class ClusterStats:
         return bytes_per_cycle(self.link_gbps, self.clock_mhz)
 
     raw_bytes_per_link: list = field(default_factory=list)    # the same elements as fp32/int32
-    stage_trace: list = None         # ring on an RTL backend with stage_trace: per rank, stage_trace.summarise
+    stage_trace: list = None         # an RTL backend with stage_trace: per rank, stage_trace.summarise
 
     @property
     def datapath_bound_cycles(self) -> int:
@@ -264,10 +264,9 @@ class Cluster:
         self.capture = capture          # RTL backends: record every frame the NICs send (self.captured)
         self.waves_file = None          # with ``waves``: the FST trace of the last RTL run
         self.captured = None            # [(cycle, sender rank, frame bytes)] of the last RTL run
-        # RTL backends, the ring: record every NIC's dbg_stages (self.stage_trace: host_driver.sim.stage_trace)
-        if stage_trace and (backend == "model" or algorithm != "ring"):
-            raise ValueError("stage_trace records the ring's collective engine: it needs an RTL backend and "
-                             "algorithm='ring'")
+        # RTL backends: record every NIC's dbg_stages (self.stage_trace: host_driver.sim.stage_trace)
+        if stage_trace and backend == "model":
+            raise ValueError("stage_trace records the NICs' engines (dbg_stages): it needs an RTL backend")
         self.trace_stages = stage_trace
         self.stage_trace = None         # per rank, host_driver.sim.stage_trace.summarise of the last RTL run
         if not nodes <= self.bench_nodes <= MAX_CLUSTER_NODES:
@@ -622,7 +621,9 @@ class Cluster:
         if self.capture:
             self.captured = [(c, r, bytes.fromhex(f)) for c, r, f in json.loads((work / "out.frames.json").read_text())]
         if self.algorithm == "switch":
-            return results, self._switch_rtl_stats(x, raw, elapsed)
+            stats = self._switch_rtl_stats(x, raw, elapsed)
+            stats.stage_trace = self.stage_trace
+            return results, stats
         stats = self._traffic_stats(x, op)
         stats.stage_trace = self.stage_trace
         self._ring_link_stats(stats, raw)

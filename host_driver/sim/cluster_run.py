@@ -338,7 +338,8 @@ async def run_job(dut, job: dict) -> dict:
         with open(job["outputs"] + ".frames.json", "w") as fh:
             json.dump(sorted(frames), fh)
     if job.get("stage_trace"):
-        stats["stage_trace"] = [stage_trace.summarise(*stage_trace.read(traces[r], trace_from[r]))
+        stats["stage_trace"] = [stage_trace.summarise(*stage_trace.read(traces[r], trace_from[r]),
+                                                      algorithm="switch" if switch else "ring")
                                 for r in range(n)]
     with open(job["outputs"] + ".stats.json", "w") as fh:
         json.dump(stats, fh)

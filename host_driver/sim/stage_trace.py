@@ -1,11 +1,12 @@
-"""Where a ring collective's cycles went: a NIC's ``dbg_stages`` recorded by ``ainic_stage_trace`` (the cluster
-bench's ``stage_trace`` input, ``Cluster(stage_trace=True)``), summarised per stage, per phase kind and over time.
+"""Where a collective's cycles went: a NIC's ``dbg_stages`` recorded by ``ainic_stage_trace`` (the cluster
+bench's ``stage_trace`` input, ``Cluster(stage_trace=True)``), summarised per stage, per item kind and over time.
 
-Each stage of the collective engine (contract/stages.py) is, in each cycle, idle (no item), busy (a beat
-moved), starved (its input offered none) or blocked (its output did not take the beat offered), holding an
-item of some phase kind. :func:`summarise` counts the cycles of each (stage, state) over the trace, of each
-(stage, phase kind, state), and the busy share of each stage in ``bins`` equal slices of the run, which show
-the start and the drain. docs/collective_engine.md, "Where the cycles go", reads one.
+Each stage of the engine running the collective (contract/stages.py: the ring's collective engine, or the
+switch client) is, in each cycle, idle (no item), busy (a beat moved), starved (its input offered none) or
+blocked (its output did not take the beat offered), holding an item of some kind (the ring's phase kinds, the
+switch client's ``SWITCH_KINDS``). :func:`summarise` counts the cycles of each (stage, state) over the trace,
+of each (stage, kind, state), and the busy share of each stage in ``bins`` equal slices of the run, which show
+the start and the drain. docs/collective_engine.md ("Where the cycles go") and docs/in_network.md read one.
 """
 
 from pathlib import Path
@@ -37,9 +38,18 @@ def read(path: Path, offset: int = 0):
     return np.array(cycles, np.int64), values, end
 
 
-def summarise(cycles, values, end, bins: int = 20) -> dict:
-    """Per stage: ``cycles`` per state over the trace, ``by_kind`` (phase kind -> state -> cycles, kinds the
-    stage held), ``busy_share`` over ``bins`` equal slices of the trace (busy cycles / slice length)."""
+def layout(algorithm: str = "ring") -> tuple:
+    """(stage names in bit order, kind names by value) of the engine that runs ``algorithm``'s collectives."""
+    if algorithm == "switch":
+        return st.SWITCH_NAMES, st.SWITCH_KINDS
+    return st.NAMES, tuple(k.name for k in PhaseKind)
+
+
+def summarise(cycles, values, end, bins: int = 20, algorithm: str = "ring") -> dict:
+    """Per stage: ``cycles`` per state over the trace, ``by_kind`` (kind -> state -> cycles, kinds the
+    stage held), ``busy_share`` over ``bins`` equal slices of the trace (busy cycles / slice length).
+    ``algorithm``: whose stages the trace holds (:func:`layout`)."""
+    names, kinds = layout(algorithm)
     start = int(cycles[0])
     total = end - start
     ends = np.append(cycles[1:], end)       # where each value stops holding
@@ -47,14 +57,14 @@ def summarise(cycles, values, end, bins: int = 20) -> dict:
     vals = np.array(values, np.int64)       # contract.stages.WIDTH bits < 63
     edges = np.linspace(start, end, bins + 1)
     out = {"cycles": total, "stages": {}}
-    for i, name in enumerate(st.NAMES):
+    for i, name in enumerate(names):
         sub = (vals >> (st.BITS * i)) & 0x1F
         state, kind = sub & 3, sub >> 2
         per_state = np.bincount(state, weights=dur, minlength=4)
         grid = np.zeros((8, 4))
         np.add.at(grid, (kind, state), dur)
-        by_kind = {PhaseKind(k).name: {STATES[s]: int(grid[k, s]) for s in range(4) if grid[k, s]}
-                   for k in range(len(PhaseKind)) if grid[k, 1:].sum()}
+        by_kind = {kinds[k]: {STATES[s]: int(grid[k, s]) for s in range(4) if grid[k, s]}
+                   for k in range(len(kinds)) if grid[k, 1:].sum()}
         for k in by_kind.values():
             k.pop("idle", None)         # an idle stage holds no item: its kind field is 0, not a phase
         # busy cycles per slice: the overlap of each busy run with each slice
@@ -87,4 +97,4 @@ def table(summary: dict) -> str:
     return "\n".join(rows)
 
 
-__all__ = ["STATES", "read", "summarise", "table"]
+__all__ = ["STATES", "layout", "read", "summarise", "table"]

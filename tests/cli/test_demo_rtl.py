@@ -83,6 +83,16 @@ def test_demo_ring_dead_rank_says_timeout_then_recovers(capsys):
     assert "after the link reset is bit-exact with the golden model on every rank" in err, err
 
 
+def traced_demo(tmp_path, capsys, *how, n, L, P, W, codec):
+    """``ainic demo ... --stage-trace`` on Verilator: (what it printed, its --json)."""
+    out = tmp_path / "t.json"
+    rc = main(["demo", *how, "--sim", "verilator", "--width", str(W), "--nodes", str(n), "--elements", str(L),
+               "--packet", str(P), "--codec", codec, "--stage-trace", "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert rc == 0, printed[-3000:]
+    return printed, json.loads(out.read_text())
+
+
 @pytest.mark.heavy(40)
 def test_demo_stage_trace_counts_every_beat(tmp_path, capsys):
     """``--stage-trace`` records every NIC's dbg_stages (contract/stages.py): each stage's busy cycles are
@@ -91,13 +101,8 @@ def test_demo_stage_trace_counts_every_beat(tmp_path, capsys):
     from host_driver.models import allreduce as ar
     from host_driver.models import numerics as nm
     n, L, P, W, codec = 8, 3000, 64, 64, "bfp8"
-    out = tmp_path / "t.json"
-    rc = main(["demo", "--sim", "verilator", "--fabric", "switch", "--width", str(W), "--nodes", str(n),
-               "--elements", str(L), "--packet", str(P), "--codec", codec, "--stage-trace", "--json", str(out)])
-    printed = capsys.readouterr().out
-    assert rc == 0, printed[-3000:]
+    printed, d = traced_demo(tmp_path, capsys, "--fabric", "switch", n=n, L=L, P=P, W=W, codec=codec)
     assert "where rank 0's cycles went" in printed and "| read |" in printed
-    d = json.loads(out.read_text())
     B = W // 8
     plan, sends = ar.ring_sends(n, L, P)
     datapath = ar.datapath_bound_cycles(n, L, W, P)
@@ -120,3 +125,29 @@ def test_demo_stage_trace_counts_every_beat(tmp_path, capsys):
         assert read["final"]["busy"] == own_beats((r + 1) % n)          # phase N-1: chunk r - (N-1)
         assert set(s["stages"]["write"]["by_kind"]) == {"final", "forward", "last"}
         assert len(s["stages"]["write"]["busy_share"]) == 20
+
+
+@pytest.mark.heavy(40)
+def test_demo_switch_stage_trace_counts_every_beat(tmp_path, capsys):
+    """``--stage-trace`` with ``--algorithm switch`` records the switch client's stages (contract/stages.py,
+    SWITCH_STAGES): each stage's busy cycles are exactly the beats (or commands, or records) it had to move,
+    per rank, and the kinds say first sends and taken results (no loss: nothing sent again or dropped)."""
+    from host_driver.models import in_network as inn
+    from host_driver.models import numerics as nm
+    n, L, P, W, codec = 8, 3000, 64, 64, "bfp8"
+    printed, d = traced_demo(tmp_path, capsys, "--algorithm", "switch", n=n, L=L, P=P, W=W, codec=codec)
+    assert "where rank 0's cycles went (docs/in_network.md" in printed and "| issue |" in printed
+    B = W // 8
+    counts = [p.count for p in inn.packets(L, P, 32)]
+    raw = sum(-(-4 * c // B) for c in counts)                       # fp32 beats of every packet
+    wire = sum(-(-nm.codec_bytes(codec, c) // B) for c in counts)   # encoded beats
+    assert len(d["stage_trace"]) == n
+    for r, s in enumerate(d["stage_trace"]):
+        stages = s["stages"]
+        busy = {name: v["cycles"]["busy"] for name, v in stages.items()}
+        assert list(stages) == ["issue", "read", "transmit", "header", "receive", "result", "write"]
+        assert sum(stages["issue"]["cycles"].values()) == s["cycles"] >= d["nic_cycles"][r]
+        assert busy == {"issue": len(counts), "read": raw, "transmit": wire, "header": len(counts),
+                        "receive": len(counts), "result": wire, "write": raw}, (r, busy)
+        assert set(stages["issue"]["by_kind"]) == set(stages["receive"]["by_kind"]) == {"new"}
+        assert stages["header"]["cycles"]["starved"] == 0

@@ -1,7 +1,11 @@
 """The packet crossbar: every record and its payload reach the output the record names, in each input's
 order, under random idle on the inputs and random backpressure on the outputs; and an output's record,
 once offered, stays offered and unchanged until it is taken (a stream may not change its mind: the
-aggregation engine reads the slot a record names the cycle it is first offered)."""
+aggregation engine reads the slot a record names the cycle it is first offered). Records run a packet
+ahead of payloads on both sides (an output and a source each have a record taken while a payload of theirs
+passes), and with no idle and no backpressure an output's payloads follow each other without a cycle
+between them (the switch's line rate depends on it: the engine decides the next record while it sums).
+Sources here offer their next record whenever they have one, whatever their payloads do."""
 
 import pytest
 from amaranth.lib import data
@@ -22,36 +26,44 @@ def test_every_packet_reaches_its_output_and_records_hold(rng, idle, backpressur
     want = {k: {i: [(t, b) for t, d, b in todo[i] if d == k] for i in range(N)} for k in range(K)}
     got = {k: [] for k in range(K)}
     violations = []
+    overlaps = {k: 0 for k in range(K)}      # records taken while a payload of the same output was passing
+    src_ahead = {i: 0 for i in range(N)}     # records taken while a payload of the same source was passing
+    gaps = {k: 0 for k in range(K)}          # cycles an output's next payload was there to pass and did not
 
     async def bench(ctx):
         ins = [(getattr(dut, f"s_meta_{i}"), getattr(dut, f"s_axis_{i}"), getattr(dut, f"dest_{i}")) for i in range(N)]
         outs = [(getattr(dut, f"m_meta_{k}"), getattr(dut, f"m_axis_{k}")) for k in range(K)]
-        state = {i: ["meta", 0] for i in range(N)}          # per input: phase and beat of its head packet
+        # per input: its records still to offer (the head offered until taken, whatever the payloads do),
+        # and the payloads of records taken, in order, with the beat of the first
+        records = {i: list(todo[i]) for i in range(N)}
+        payloads = {i: [] for i in range(N)}
+        beat = {i: 0 for i in range(N)}
         holding = {i: False for i in range(N)}              # per input: its record offered, not yet taken
-        current = {k: None for k in range(K)}               # per output: the packet whose payload is passing
+        taken = {k: [] for k in range(K)}                   # per output: records taken, payload not all out
         offered = {k: None for k in range(K)}               # per output: record offered and not taken last cycle
         for _ in range(4000):
             for i, (sm, sa, dest) in enumerate(ins):
-                phase, beat = state[i]
-                live = bool(todo[i]) and rng.random() >= idle
                 ctx.set(sm.valid, 0)
                 ctx.set(sa.tvalid, 0)
-                if todo[i] and phase == "meta" and (live or holding[i]):
+                if records[i] and (holding[i] or rng.random() >= idle):
                     holding[i] = True
-                    tag, d, _ = todo[i][0]
+                    tag, d, _ = records[i][0]
                     ctx.set(sm.valid, 1)
                     ctx.set(sm.payload, {"tag": tag})
                     ctx.set(dest, d)
-                elif todo[i] and phase == "pay" and live:
-                    b = todo[i][0][2]
+                if payloads[i] and rng.random() >= idle:
+                    b = payloads[i][0][1]
                     ctx.set(sa.tvalid, 1)
-                    ctx.set(sa.tdata, b[beat])
+                    ctx.set(sa.tdata, b[beat[i]])
                     ctx.set(sa.tkeep, 0xFF)
-                    ctx.set(sa.tlast, beat == len(b) - 1)
+                    ctx.set(sa.tlast, beat[i] == len(b) - 1)
             for k, (om, oa) in enumerate(outs):
                 ready = int(rng.random() >= backpressure)
                 ctx.set(om.ready, ready)
                 ctx.set(oa.tready, int(rng.random() >= backpressure))
+            # which outputs have their next payload at the head of its source's stream (a beat could move)
+            due = {k for k in range(K) if taken[k] and any(payloads[i] and payloads[i][0][0] == taken[k][0][0]
+                                                          for i in range(N))}
             # the handshakes of this cycle, all signals settled
             for k, (om, oa) in enumerate(outs):
                 if ctx.get(om.valid):
@@ -59,26 +71,34 @@ def test_every_packet_reaches_its_output_and_records_hold(rng, idle, backpressur
                     if offered[k] is not None and offered[k] != rec:
                         violations.append((k, offered[k], rec))
                     if ctx.get(om.ready):
-                        current[k] = (rec, [])
+                        if taken[k]:
+                            overlaps[k] += 1
+                        taken[k].append((rec, []))
                         offered[k] = None
                     else:
                         offered[k] = rec
                 elif offered[k] is not None:
                     violations.append((k, offered[k], None))
                     offered[k] = None
-                if ctx.get(oa.tvalid) and ctx.get(oa.tready):
-                    current[k][1].append(ctx.get(oa.tdata))
+                moved = ctx.get(oa.tvalid) and ctx.get(oa.tready)
+                if k in due and not moved:
+                    gaps[k] += 1
+                if moved:
+                    taken[k][0][1].append(ctx.get(oa.tdata))
                     if ctx.get(oa.tlast):
-                        got[k].append(current[k])
-                        current[k] = None
+                        got[k].append(taken[k].pop(0))
             for i, (sm, sa, _) in enumerate(ins):
                 if ctx.get(sm.valid) and ctx.get(sm.ready):
-                    state[i], holding[i] = ["pay", 0], False
-                elif ctx.get(sa.tvalid) and ctx.get(sa.tready):
-                    state[i][1] += 1
+                    if payloads[i]:
+                        src_ahead[i] += 1
+                    tag, _, b = records[i].pop(0)
+                    payloads[i].append((tag, b))
+                    holding[i] = False
+                if ctx.get(sa.tvalid) and ctx.get(sa.tready):
+                    beat[i] += 1
                     if ctx.get(sa.tlast):
-                        todo[i].pop(0)
-                        state[i] = ["meta", 0]
+                        payloads[i].pop(0)
+                        beat[i] = 0
             await ctx.tick()
 
     sim = Simulator(dut)
@@ -89,3 +109,7 @@ def test_every_packet_reaches_its_output_and_records_hold(rng, idle, backpressur
     for k in range(K):
         per_src = {i: [(t, b) for t, b in got[k] if t // 1000 == i] for i in range(N)}
         assert per_src == want[k], f"output {k}"
+        assert overlaps[k] > 0
+    assert all(v > 0 for v in src_ahead.values()), src_ahead
+    if not idle and not backpressure:
+        assert gaps == {k: 0 for k in range(K)}
