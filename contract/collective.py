@@ -10,7 +10,7 @@ hold besides (``MAX_CLUSTER_NODES``, the RTL switch's packet limit) is the harne
 
 from contract.enums import Algorithm, Codec, Collective, Dtype, names
 from contract.in_network import MAX_JOB_WORKERS
-from contract.limits import DEFAULT_WIDTH, MAX_COUNT, MAX_RANKS, NIC_WIDTHS, WIDTHS
+from contract.limits import DEFAULT_WIDTH, MAX_COUNT, MAX_RANKS, NIC_WIDTHS
 from contract.protocol import DEFAULT_P, MAX_P, MIN_P, packet_quantum
 
 #: the collectives of the ring; in-network aggregation runs ALLREDUCE only (docs/in_network.md)
@@ -56,9 +56,6 @@ def check(nodes: int, elements: int = None, *, codec: str = "none", dtype: str =
         raise ValueError(f"int32 data travels uncompressed: codec must be 'none', got {codec!r}")
     if width not in NIC_WIDTHS:
         raise ValueError(f"width must be one of {', '.join(map(str, sorted(NIC_WIDTHS)))} bits, got {width!r}")
-    if algorithm == "switch" and width not in WIDTHS:
-        raise ValueError(f"the aggregation switch is built at {', '.join(map(str, sorted(WIDTHS)))} bits; "
-                         f"W = {width} is the NIC's wide configuration, on the ring only")
     q = packet_quantum(width)
     if isinstance(packet, bool) or not isinstance(packet, int) or not (MIN_P <= packet <= MAX_P and packet % q == 0):
         raise ValueError(f"packet must be a multiple of {q} in {MIN_P} .. {MAX_P} elements at W = {width}, "
@@ -82,7 +79,7 @@ ARGUMENTS = {
                                            "(docs/in_network.md)"),
     "packet": (int, DEFAULT_P, None, f"elements per packet (P): a multiple of 16 (of 32 at W = 1024) in {MIN_P} .. "
                                f"{MAX_P}"),
-    "width": (int, DEFAULT_WIDTH, tuple(NIC_WIDTHS), "datapath bits (1024: the wide NIC, ring only)"),
+    "width": (int, DEFAULT_WIDTH, tuple(NIC_WIDTHS), "datapath bits (1024: the wide NIC)"),
     "link_gbps": (float, 80.0, None, "each link's rate, Gb/s"),
     "clock_mhz": (float, 250.0, None, "the NIC's clock, MHz: turns cycles into time and the link's rate into "
                                       "bytes a cycle"),

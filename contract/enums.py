@@ -50,6 +50,8 @@ class FrameOpcode(IntEnum):
     nack = 3            # the ring's link: the frame ``psn`` is missing, send again from it (header only)
     aggregate = 4       # in-network aggregation: a worker's contribution to a switch slot (docs/in_network.md)
     aggregated = 5      # in-network aggregation: the switch's sum of a slot, to the job's workers
+    agg_nack = 6        # in-network aggregation: the switch asks a worker for a contribution lost on its link
+                        # (header only: the lost frame's job, worker, slot, set and psn)
 
 
 #: frame opcodes that carry a payload

@@ -6,6 +6,8 @@ a collective has the job-wide packet number g = first + j (``psn``; it keeps cou
 and goes to slot ``g mod S``, set ``(g div S) mod 2`` of the job's window of S slots (S a power of two).
 The switch sums a round's contributions exactly, and when every worker has contributed it sends the sum to
 all of them (``FrameOpcode.aggregated``). A worker sends packet g + S only after it has the result of g.
+Contributions and results are numbered on their links (:data:`SEQ_MOD`, :func:`seq_gap`): a lost
+contribution is asked for again by the switch (``FrameOpcode.agg_nack``), a lost result by the worker.
 
 Faults: every link of the cluster harness can drop, duplicate and corrupt frames, decided per frame by
 :class:`FaultStream`, deterministically for a seed; the RTL injector and the model draw the same numbers.
@@ -45,6 +47,18 @@ PSN_MOD = 1 << 32
 def psn_newer(g: int, k: int) -> bool:
     """Whether packet number ``g`` comes after ``k`` (modulo 2**32)."""
     return 0 < (g - k) % PSN_MOD < PSN_MOD // 2
+
+
+#: a link's frames of one kind are numbered modulo 2**16 (``chunk``: contributions by each worker, results
+#: to each port), each naming the psn of the one before (``reserved``): a gap shows a loss at once
+SEQ_MOD = 1 << 16
+
+
+def seq_gap(last: int, seq: int) -> int:
+    """How many frames are missing between the newest frame numbered ``last`` and one numbered ``seq``: 0 if
+    ``seq`` follows ``last``, n if n were lost, -1 for a copy or an older frame (modulo 2**16)."""
+    d = (seq - last) % SEQ_MOD
+    return d - 1 if 0 < d < SEQ_MOD // 2 else -1
 
 
 def is_power_of_two(n: int) -> bool:

@@ -113,6 +113,9 @@ def switch_regmap(ports: int = MAX_SWITCH_PORTS, jobs: int = MAX_SWITCH_JOBS) ->
     for reason in AggDrop:
         reg(f"JOB_DROP_{reason.name.upper()}", "ro", 0, f"Job entry k: its frames dropped for `{reason.name}`.",
             count=jobs, reserve=MAX_SWITCH_JOBS)
+    reg("JOB_NACKS", "ro", 0, "Job entry k: contributions found lost on a worker's link (a gap in its numbered "
+        "frames) and asked for again with an `agg_nack` (docs/in_network.md, \"Losses\").", count=jobs,
+        reserve=MAX_SWITCH_JOBS)
     return RegisterMap("Aggregation switch registers", "AINIC_SWITCH", __doc__.strip().split("\n\n", 1)[1]
                        .replace("\n", " ").replace("``", "`"), mb.regs,
                        constants=("ID", "VERSION", "CAPS", "POOL_SLOTS", "MAX_PACKET"), source="contract/switch_regmap.py")

@@ -99,37 +99,42 @@ def allreduce_bench(results, args):
 
 def switch_bench(results, args):
     """In-network aggregation of L fp32 per rank through the RTL cluster around the aggregation switch (W =
-    512, 80 Gb/s links): cycles against the in-network bound; the ring all-reduce with the same codec on the
-    same fabric (the NICs' ring frames forwarded by MAC through the same switch: one build, the same
-    links), and the speedup; at the smallest N, efficiency at 0.01 %, 0.1 % and 1 % loss on every link
-    (frames dropped on the way up and on the way down). Every result checked bit for bit against the golden
-    model. Writes results/switch_loss.png."""
+    512 and the wide W = 1024, 80 Gb/s links), every codec: cycles against the in-network bound and the
+    NIC's datapath bound; the ring all-reduce with the same codec on the same fabric (the NICs' ring frames
+    forwarded by MAC through the same switch: one build, the same links), and the speedup; at the smallest
+    N, efficiency at 0.01 %, 0.1 % and 1 % loss on every link (frames dropped on the way up and on the way
+    down). Every result checked bit for bit against the golden model. Writes results/switch_loss.png."""
     import numpy as np
 
+    from contract.enums import Codec, names
+    from contract.limits import WIDE_WIDTH
     from host_driver.models import in_network as inn
     from host_driver.sim.cluster import MODEL_OPS, Cluster
-    from contract.enums import Codec, names
     res = results.setdefault("switch_allreduce", {}).setdefault("verilator", {})
     nodes = args.nodes or [4, 8]
     codecs = args.codec or names(Codec)
     L = args.elements
-    cases = [(n, c, 0.0) for n in nodes for c in codecs]
-    cases += [(min(nodes), "none", p) for p in (1e-4, 1e-3, 1e-2)]
-    for n, codec, loss in cases:
+    widths = [args.width] + ([WIDE_WIDTH] if args.width != WIDE_WIDTH else [])
+    cases = [(n, c, 0.0, w) for w in widths for n in nodes for c in codecs]
+    if not args.no_loss_sweep:          # loss curves: N = 4 and 8, uncompressed and bfp8, at the first width
+        cases += [(n, c, p, args.width) for n in nodes for c in ("none", "bfp8") if c in codecs
+                  for p in (1e-4, 1e-3, 1e-2)]
+    for n, codec, loss, width in cases:
         rng = np.random.default_rng(n)
         x = [rng.standard_normal(L).astype(np.float32) for _ in range(n)]
-        key = f"n{n}_{codec}_L{L}_w{args.width}"
+        key = f"n{n}_{codec}_L{L}_w{width}"
         ring = None
         if not loss:
-            print(f"bench: ring allreduce through the switch, verilator N={n} {codec} L={L:,} ...", flush=True)
-            ring_cluster = Cluster(n, "verilator", args.width, codec, fabric="switch", clock_mhz=args.clock_mhz)
+            print(f"bench: ring allreduce through the switch, verilator N={n} {codec} L={L:,} W={width} ...",
+                  flush=True)
+            ring_cluster = Cluster(n, "verilator", width, codec, fabric="switch", clock_mhz=args.clock_mhz)
             got, st = ring_cluster.allreduce(x)
             want = MODEL_OPS["allreduce"](x, codec, "fp32", ring_cluster.packet)
             ring = {"cycles": st.cycles, "bound_cycles": round(st.bound_cycles), "efficiency": round(st.efficiency, 4),
                     "bit_exact": bool(np.array_equal(got.view(np.uint32), want.view(np.uint32))),
                     "sim_seconds": round(st.sim_seconds, 1)}
-        print(f"bench: switch allreduce verilator N={n} {codec} L={L:,} loss={loss:g} ...", flush=True)
-        cluster = Cluster(n, "verilator", args.width, codec, algorithm="switch", faults={"drop": loss, "seed": 1},
+        print(f"bench: switch allreduce verilator N={n} {codec} L={L:,} W={width} loss={loss:g} ...", flush=True)
+        cluster = Cluster(n, "verilator", width, codec, algorithm="switch", faults={"drop": loss, "seed": 1},
                           clock_mhz=args.clock_mhz, stage_trace=True)
         got, st = cluster.allreduce(x)
         trace = st.stage_trace[0]        # rank 0: each stage of its switch client busy (docs/in_network.md)
@@ -350,30 +355,40 @@ def switch_cells(width: int, ports: int = 8) -> dict:
 
 
 def plot_loss(results, args, n):
-    """results/switch_loss.png: efficiency against loss on every link, the switch and the ring (each against
-    its own bound)."""
+    """results/switch_loss.png: under loss on every link, each run's efficiency as a share of its loss-free
+    efficiency: the switch at N = 4 and 8, uncompressed and bfp8, and the ring at N = ``n``."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     sw = results.get("switch_allreduce", {}).get("verilator", {})
-    base = f"n{n}_none_L{args.elements}_w{args.width}"
-    points = sorted((v["loss_per_link"], v["efficiency"]) for k, v in sw.items() if k.startswith(base))
     ring = results.get("ring_loss", {}).get("verilator", {})
-    ring_points = sorted((v["loss_per_link"], v["efficiency"]) for k, v in ring.items() if k.startswith(base))
-    if not points and not ring_points:
+
+    def curve(entries, base):
+        pts = [(v["loss_per_link"], v["relative_to_lossless"]) for k, v in entries.items()
+               if k.startswith(base + "_loss") and v.get("relative_to_lossless")]
+        return sorted([(0.0, 1.0)] + pts) if pts else []
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    drawn = False
+    for nodes in (4, 8):
+        for codec, style in (("none", "o-"), ("bfp8", "^-")):
+            pts = curve(sw, f"n{nodes}_{codec}_L{args.elements}_w{args.width}")
+            if pts:
+                drawn = True
+                ax.semilogx([max(p, 1e-5) for p, _ in pts], [e for _, e in pts], style,
+                            label=f"switch, N = {nodes}, {codec}")
+    pts = curve(ring, f"n{n}_none_L{args.elements}_w{args.width}")
+    if pts:
+        drawn = True
+        ax.semilogx([max(p, 1e-5) for p, _ in pts], [e for _, e in pts], "s--",
+                    label=f"ring, N = {n}, none (go-back-N links)")
+    if not drawn:
         return
-    fig, ax = plt.subplots(figsize=(6, 4))
-    xs = [max(p, 1e-5) for p, _ in points]
-    if points:
-        ax.semilogx(xs, [e for _, e in points], "o-", label=f"switch, N = {n}")
-    if ring_points:
-        ax.semilogx([max(p, 1e-5) for p, _ in ring_points], [e for _, e in ring_points], "s-",
-                    label=f"ring, N = {n} (go-back-N links)")
-    ax.set_xlabel("frames lost per link (0 plotted at 1e-5)")
-    ax.set_ylabel("efficiency (bound / cycles)")
+    ax.axhline(0.85, color="grey", lw=0.8, ls=":")
+    ax.set_xlabel("frames lost per link, both ways (0 plotted at 1e-5)")
+    ax.set_ylabel("efficiency / loss-free efficiency")
     ax.set_ylim(0, 1.05)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8)
     ax.set_title(f"{args.elements:,} fp32 per rank, 80 Gb/s links, W = {args.width}")
     out = args.out.parent / "switch_loss.png"
     fig.savefig(out, dpi=120, bbox_inches="tight")
@@ -452,7 +467,7 @@ def main(argv=None) -> int:
     ap.add_argument("--soak-seed", type=int, default=14, help="ring soak: the seed of its random jobs")
     ap.add_argument("--soak-workers", type=int, default=os.cpu_count() or 1,
                     help="ring soak: simulations at a time (default: one per core)")
-    ap.add_argument("--no-loss-sweep", action="store_true", help="ring faults: skip the loss sweep")
+    ap.add_argument("--no-loss-sweep", action="store_true", help="ring faults and switch: skip the loss sweep")
     ap.add_argument("--train", action="store_true",
                     help="only the training comparison (ainic train: results/train_digits.json and .png)")
     ap.add_argument("--no-train", action="store_true", help="skip the training comparison")

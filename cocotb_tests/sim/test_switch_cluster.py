@@ -46,6 +46,7 @@ def run_jobs(sim, bench, jobs, tmp_path):
     path.write_text(json.dumps(jobs))
     run(sim, f"switch_cluster_n{bench}", W, "host_driver.sim.cluster_job", env={"AINIC_JOB": str(path)},
         tag=tmp_path.name)
+    nacks = 0
     for j in jobs:
         x = np.load(j["inputs"])
         n, L = x.shape
@@ -83,6 +84,9 @@ def run_jobs(sim, bench, jobs, tmp_path):
             assert sum(c[-1]["retransmissions"] for c in stats["completions"]) > 0, j["name"]
             lost_down = sum(c["dropped"] + c["corrupted"] for c in fc["down"])
             assert lost_down == 0 or sum(c["unicast"] for c in sw["jobs"]) > 0, (j["name"], sw["jobs"])
+            nacks += sum(c["nacks"] for c in sw["jobs"])
+    if any(j["faults"].get("drop") and j["elements"] > 1000 for j in jobs):
+        assert nacks > 0            # lost contributions asked for by number (docs/in_network.md, "Losses")
 
 
 # Verilator, one 8-port bench: N = 8 with faults up to 5 % of every kind on every link, every dtype and

@@ -159,6 +159,15 @@ class SwitchClient(wiring.Component):
         m.d.sync += age.eq(Mux(rx.valid & ~rx.ready, Mux(age == 3, 3, age + 1), 0))
         m.d.comb += rec_rx.addr.eq(rslot)
         r = rec_rx.data
+        # the results to this port are numbered (``chunk``) and name the psn of the one before (``reserved``):
+        # whether exactly one was lost between the newest and this one, found as the record waits (the newest
+        # changes only as a record is taken, before the next one is offered)
+        rx_seq, rx_seq_valid = Signal(16), Signal()
+        seq_d = Signal(16)
+        m.d.comb += seq_d.eq(h.chunk - rx_seq)
+        s1_gap1, s1_newer = Signal(), Signal()
+        m.d.sync += [s1_gap1.eq(rx_seq_valid & (seq_d == 2)),
+                     s1_newer.eq(~rx_seq_valid | (seq_d != 0) & ~seq_d[15])]
         s1_same = Signal()                      # stage 1: the header against the slot's record
         s1_set, s1_rest = Signal(), Signal(COUNT_BITS + 1)
         s1_next_j, s1_next_off = Signal(J_BITS + 1), Signal(COUNT_BITS + 1)
@@ -172,6 +181,8 @@ class SwitchClient(wiring.Component):
         s2_same, s2_more, s2_set = Signal(), Signal(), Signal()     # stage 2: the count; is there a next packet
         s2_next_j, s2_next_off = Signal(J_BITS + 1), Signal(COUNT_BITS + 1)
         wr_addr = Signal(64)
+        s2_gap1, s2_newer = Signal(), Signal()
+        m.d.sync += [s2_gap1.eq(s1_gap1), s2_newer.eq(s1_newer)]
         m.d.sync += [s2_same.eq(s1_same & (h.count == Mux(s1_rest > cfg.packet, cfg.packet, s1_rest))),
                      s2_more.eq(s1_next_off < cfg.count), s2_set.eq(s1_set),
                      s2_next_j.eq(s1_next_j), s2_next_off.eq(s1_next_off),
@@ -218,9 +229,25 @@ class SwitchClient(wiring.Component):
                 m.d.sync += [r_first.eq(1), writing.eq(1), cmd_sent.eq(0)]
             with m.Elif(~expect):
                 m.d.comb += rx.ready.eq(1)
-                m.d.sync += self.dup_results.eq(self.dup_results + 1)
+                with m.If(h.opcode != FrameOpcode.agg_nack):
+                    m.d.sync += self.dup_results.eq(self.dup_results + 1)
                 with m.If(Cat(*[h.opcode == op for op in DATA_OPCODES]).any()):
                     m.d.sync += dropping.eq(1)
+        # a record taken: an agg_nack for this job asks for its psn again; a result that shows one result lost
+        # before it asks for the lost one's psn (the worker's contribution again: the switch answers a copy for
+        # a complete round with the stored result). The asks queue for the resend scan; one that finds the
+        # queue full is dropped (the slot's timer remains).
+        m.submodules.ask_q = ask_q = SyncFifo(width=32, depth=4)
+        consumed = rx.valid & rx.ready
+        is_result = h.opcode == FrameOpcode.aggregated
+        ask_nack = consumed & (h.opcode == FrameOpcode.agg_nack) & (h.job == cfg.job) & running & ~stopping
+        ask_gap = consumed & is_result & s2_gap1 & running & ~stopping
+        with m.If(consumed & is_result & s2_newer):
+            m.d.sync += [rx_seq.eq(h.chunk), rx_seq_valid.eq(1)]
+        ask_retry = Signal()                    # a request the scan could not act on, asked again
+        ask_retry_psn = Signal(32)
+        m.d.comb += [ask_q.w_en.eq(ask_nack | ask_gap | ask_retry),
+                     ask_q.w_data.eq(Mux(ask_nack, h.psn, Mux(ask_gap, h.reserved, ask_retry_psn)))]
         with m.If(take_result):
             m.d.sync += r_count.eq(h.count)
         wd, do = self.wr_data, dec.m_axis
@@ -235,11 +262,19 @@ class SwitchClient(wiring.Component):
         # the resend scan: slot ``scan``'s record and timer are read a cycle early; whether its timer ran out is
         # registered with it (``sc_*``) and acted on the cycle after, with the slot's flags as they are then (a
         # timer written meanwhile makes the verdict stale: the slot is scanned again on the next round)
+        # A resend asked for (``ask_q``: a psn) takes the scan's turn: its slot is read instead, and its verdict is
+        # whether that psn is the slot's packet in flight (instead of whether the timer ran out).
         scan = Signal(7)
-        scan_next = Signal(7)
-        m.d.comb += [scan_next.eq(Mux(scan + 1 >= S, 0, scan + 1)), rec_scan.addr.eq(scan_next),
-                     due_scan.addr.eq(scan_next)]
-        m.d.sync += scan.eq(scan_next)
+        sweep, sweep_next = Signal(7), Signal(7)
+        serve = ask_q.r_rdy
+        ask_psn = Signal(32)
+        m.d.comb += [sweep_next.eq(Mux(sweep + 1 >= S, 0, sweep + 1)), ask_q.r_en.eq(serve)]
+        scan_addr = Mux(serve, (ask_q.r_data & (S - 1))[:7], sweep_next)
+        m.d.comb += [rec_scan.addr.eq(scan_addr), due_scan.addr.eq(scan_addr)]
+        scan_ask = Signal()
+        m.d.sync += [scan.eq(scan_addr), scan_ask.eq(serve), ask_psn.eq(ask_q.r_data)]
+        with m.If(~serve):
+            m.d.sync += sweep.eq(sweep_next)
         # the first window: packet init_j, its offset, psn and slot counted up as it goes
         init_j = Signal(J_BITS + 1)
         init_off = Signal(COUNT_BITS + 1)
@@ -266,10 +301,13 @@ class SwitchClient(wiring.Component):
         # start. (A frame that leaves meanwhile writes the slot's timer, which the verdict excludes.)
         # (the slot's set is registered with them: a change to it in this cycle or the next stops the resend)
         sc_slot, sc_due, sc_idle, sc_phase = Signal(7), Signal(), Signal(), Signal()
+        sc_ask, sc_ask_psn = Signal(), Signal(32)
         scan_go = ~take_result & ~init_go & can_push & sc_idle & sc_due
         sc_rec = Signal(_SlotRecord)
+        timer_due = ~(now - due_scan.data)[31] & ~(due_w.en & (due_w.addr == scan))
         m.d.sync += [sc_slot.eq(scan), sc_rec.eq(rec_scan.data), sc_phase.eq(phase.bit_select(scan, 1)),
-                     sc_due.eq(~(now - due_scan.data)[31] & (scan < S) & ~(due_w.en & (due_w.addr == scan))),
+                     sc_ask.eq(scan_ask), sc_ask_psn.eq(ask_psn),
+                     sc_due.eq((scan < S) & Mux(scan_ask, first + rec_scan.data.j == ask_psn, timer_due)),
                      sc_idle.eq(inflight.bit_select(scan, 1) & ~queued.bit_select(scan, 1)
                                 & ~(take_result & (rslot == scan)) & ~(init_go & (s0 == scan))
                                 & ~(scan_go & (sc_slot == scan)) & ~self.start)]
@@ -298,6 +336,10 @@ class SwitchClient(wiring.Component):
             m.d.comb += queue(sc_slot, sc_rec.j, sc_rec.off, sc_phase, retx=1,
                               resends=Mux(sc_rec.resends == 7, 7, sc_rec.resends + 1))
             m.d.sync += queued.bit_select(sc_slot, 1).eq(1)
+        # an ask whose packet is in flight and idle but that lost its turn to a result or the first window is
+        # asked again (when no new ask is queued in the same cycle)
+        m.d.comb += [ask_retry.eq(sc_ask & sc_due & sc_idle & ~scan_go & ~ask_nack & ~ask_gap & running),
+                     ask_retry_psn.eq(sc_ask_psn)]
         with m.If(self.start):
             m.d.sync += [init_j.eq(0), init_off.eq(0), init_psn.eq(self.psn)]
 
@@ -348,14 +390,19 @@ class SwitchClient(wiring.Component):
 
         hdr = data.View(_Header, hdr_q.r_data)
         out = hdr.send
+        # the contributions are numbered on the link (``chunk``), each naming the psn of the one before
+        # (``reserved``), so that the switch sees a lost one at the next (docs/in_network.md, "Losses")
+        tx_seq, tx_prev = Signal(16), Signal(32)
+        with m.If(self.tx_meta.valid & self.tx_meta.ready):
+            m.d.sync += [tx_seq.eq(tx_seq + 1), tx_prev.eq(hdr.psn)]
         meta = self.tx_meta.payload
         a = meta.ainic
         m.d.comb += [
             a.version.eq(VERSION), a.opcode.eq(FrameOpcode.aggregate), a.codec.eq(cfg.codec), a.dtype.eq(cfg.dtype),
             a.flags.eq(Mux(out.set, FrameFlag.shadow, 0) | Mux(out.retx, FrameFlag.retransmit, 0)),
             a.job.eq(cfg.job), a.collective.eq(cfg.collective), a.src_rank.eq(cfg.worker), a.dst_rank.eq(SWITCH_RANK),
-            a.chunk.eq(0), a.worker.eq(cfg.worker), a.slot.eq(out.slot), a.count.eq(hdr.count),
-            a.offset.eq(out.off), a.psn.eq(hdr.psn), a.reserved.eq(0),
+            a.chunk.eq(tx_seq), a.worker.eq(cfg.worker), a.slot.eq(out.slot), a.count.eq(hdr.count),
+            a.offset.eq(out.off), a.psn.eq(hdr.psn), a.reserved.eq(tx_prev),
             meta.dst_mac.eq(cfg.switch_mac), meta.dst_ip.eq(cfg.switch_ip),
             self.tx_meta.valid.eq(hdr_q.r_rdy), hdr_q.r_en.eq(self.tx_meta.ready),
         ]

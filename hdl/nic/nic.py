@@ -120,8 +120,8 @@ class Nic(wiring.Component):
     and :class:`TxBuilder`. The ring's frames travel over reliable links (contract/link.py): the
     :class:`LinkSender` numbers, keeps and resends the engine's frames within the next rank's credits, the
     :class:`LinkReceiver` tells the parser the psn it takes next and acknowledges to the previous rank;
-    ``CONTROL.link_reset`` holds both in reset. Received ``aggregated`` frames go to the switch client (which
-    drops them when it is not running), acks and nacks to the link sender, data and results to the
+    ``CONTROL.link_reset`` holds both in reset. Received ``aggregated`` and ``agg_nack`` frames go to the switch
+    client (which drops them when it is not running), acks and nacks to the link sender, data and results to the
     collective engine. Received frames wait in the parser's buffer until the engine asks for them, so a
     peer may start earlier; receive credits (``contract/credits.py``) keep every sender within that buffer,
     so ``s_axis_rx`` never has to push back on a MAC.
@@ -324,15 +324,15 @@ class Nic(wiring.Component):
         return registered_reset(m)      # rst through a flip-flop too (hdl/stream/register_slice.py)
 
     def _route_received(self, m, rx, eng, cl, ls, next_rank):
-        """Accepted frames: ``aggregated`` ones to the switch client, the next rank's acks and nacks to the link
-        sender (taken at once), data and results to the collective engine. Records pass on at once (the
-        engine queues data records, so an ack is never stuck behind data); a FIFO of destinations, one entry
-        per record with a payload, sends each payload after its record (room for every record the credits
-        allow, and one for the switch client)."""
+        """Accepted frames: ``aggregated`` and ``agg_nack`` ones to the switch client, the next rank's acks and
+        nacks to the link sender (taken at once), data and results to the collective engine. Records pass on
+        at once (the engine queues data records, so an ack is never stuck behind data); a FIFO of
+        destinations, one entry per record with a payload, sends each payload after its record (room for
+        every record the credits allow, and one for the switch client)."""
         meta, pay = rx.m_meta, rx.m_axis
         m.submodules.rx_route = route = SyncFifo(width=1, depth=self.credits.rx_frames + 2)
         a = meta.payload.ainic
-        to_switch = a.opcode == FrameOpcode.aggregated
+        to_switch = (a.opcode == FrameOpcode.aggregated) | (a.opcode == FrameOpcode.agg_nack)
         to_link = (a.opcode == FrameOpcode.ack) | (a.opcode == FrameOpcode.nack)
         has_payload = Cat(*[a.opcode == op for op in DATA_OPCODES]).any()
         room = route.w_rdy | ~has_payload

@@ -32,6 +32,7 @@ def stats_layout(ports: int, max_jobs: int) -> data.StructLayout:
         "job_absorbed": data.ArrayLayout(32, max_jobs),
         "job_completed": data.ArrayLayout(32, max_jobs),
         "job_unicast": data.ArrayLayout(32, max_jobs),
+        "job_nacks": data.ArrayLayout(32, max_jobs),               # lost contributions asked for again
         "job_drops": data.ArrayLayout(per_reason, max_jobs),
     })
 
@@ -130,6 +131,7 @@ class AggregationSwitch(wiring.Component):
             wiring.connect(m, ig.m_fwd, getattr(fwd, f"s_axis_{i}"))
             wiring.connect(m, getattr(fwd, f"m_axis_{i}"), eg.s_fwd)
             wiring.connect(m, eg.m_axis, wiring.flipped(m_out))
+            wiring.connect(m, ig.m_nack, eg.s_nack)
             wiring.connect(m, ig.m_meta, getattr(xbar, f"s_meta_{i}"))
             wiring.connect(m, ig.m_axis, getattr(xbar, f"s_axis_{i}"))
             m.d.comb += getattr(xbar, f"dest_{i}").eq(ig.m_meta.payload.pool_slot[:shift] if shift else 0)
@@ -196,7 +198,9 @@ class AggregationSwitch(wiring.Component):
                            for en in src)
             m.d.sync += [st.job_absorbed[j].eq(st.job_absorbed[j] + count("absorbed")),
                          st.job_completed[j].eq(st.job_completed[j] + count("completed")),
-                         st.job_unicast[j].eq(st.job_unicast[j] + count("unicast"))]
+                         st.job_unicast[j].eq(st.job_unicast[j] + count("unicast")),
+                         st.job_nacks[j].eq(st.job_nacks[j] + sum((ig.nack_event.valid & (ig.nack_event.job == j))
+                                                                  .as_unsigned() for ig in ingress))]
             for r in AggDrop:
                 hits = [(ig.check_event.valid & ig.check_event.job_valid & (ig.check_event.job == j)
                          & (ig.check_event.reason == r)) for ig in ingress]

@@ -13,6 +13,7 @@ from hdl.stream.axis import AxiStreamSignature
 from hdl.stream.register_slice import skid_buffer
 from hdl.stream.sync_fifo import SyncFifo
 from hdl.switch.aggregation_engine import result_layout
+from hdl.switch.switch_ingress import NackRecord
 from hdl.switch.job_table import JobEntry, pick, worker_of_port
 
 
@@ -23,6 +24,10 @@ class SwitchEgress(wiring.Component):
     job's worker behind this port) and sent on ``m_axis``, a frame at a time, taking turns with the frames
     forwarded to this port (``s_fwd``, with their ``tuser``).
 
+    * ``s_nack``: contributions lost on this port's link (from its ingress): each becomes an ``agg_nack``
+      frame to the worker (header only; docs/in_network.md, "Losses"), ahead of results waiting.
+    * The results to the port are numbered (``chunk``: 0, 1, ... modulo 2**16) and each names the psn of
+      the one before it (``reserved``), so that the worker sees a lost one at the next.
     * Queues: 4 results, and two of the largest results' payload beats.
     * One beat a cycle; round-robin between results and forwarded frames, a frame at a time.
     * ``port``: which port this is (an input, constant in the switch, as the ingress's).
@@ -35,6 +40,7 @@ class SwitchEgress(wiring.Component):
             "port": In(range(ports)),
             "s_meta": In(stream.Signature(self.result)),
             "s_axis": In(AxiStreamSignature(width)),
+            "s_nack": In(stream.Signature(NackRecord)),
             "s_fwd": In(AxiStreamSignature(width, 1)),
             "m_axis": Out(AxiStreamSignature(width, 1)),
             "cfg_mac": In(48),
@@ -61,18 +67,40 @@ class SwitchEgress(wiring.Component):
         r = data.View(self.result, mq.r_data)
         jobs = [self.jobs[i] for i in range(self.max_jobs)]
         w = worker_of_port(m, pick(jobs, r.job), self.port, "worker")
+        tx_seq, tx_prev = Signal(16), Signal(32)        # the next result's number; the last result's psn
         meta = Signal(TxMeta)
         a = meta.ainic
         m.d.comb += [
             a.version.eq(VERSION), a.opcode.eq(FrameOpcode.aggregated), a.codec.eq(r.codec), a.dtype.eq(r.dtype),
             a.flags.eq(Mux(r.set, FrameFlag.shadow, 0) | Mux(r.retransmit, FrameFlag.retransmit, 0)),
             a.job.eq(r.job_id), a.collective.eq(r.collective), a.src_rank.eq(SWITCH_RANK), a.dst_rank.eq(w),
-            a.chunk.eq(0), a.worker.eq(w), a.slot.eq(r.slot), a.count.eq(r.count), a.offset.eq(r.offset),
-            a.psn.eq(r.psn), a.reserved.eq(0),
+            a.chunk.eq(tx_seq), a.worker.eq(w), a.slot.eq(r.slot), a.count.eq(r.count), a.offset.eq(r.offset),
+            a.psn.eq(r.psn), a.reserved.eq(tx_prev),
             meta.dst_mac.eq(self.cfg_port_mac), meta.dst_ip.eq(self.cfg_port_ip),
             tx.cfg_mac.eq(self.cfg_mac), tx.cfg_ip.eq(self.cfg_ip), tx.cfg_udp_port.eq(self.cfg_udp_port),
-            tx.s_meta.payload.eq(meta), tx.s_meta.valid.eq(mq.r_rdy), mq.r_en.eq(tx.s_meta.ready),
         ]
+        # a lost contribution's agg_nack: its slot and set from the job's window
+        k = self.s_nack.payload
+        window_log2 = pick(jobs, k.job).window_log2
+        nack = Signal(TxMeta)
+        n = nack.ainic
+        m.d.comb += [
+            n.version.eq(VERSION), n.opcode.eq(FrameOpcode.agg_nack), n.codec.eq(k.codec), n.dtype.eq(k.dtype),
+            n.flags.eq(Mux(k.psn.bit_select(window_log2, 1), FrameFlag.shadow, 0)),
+            n.job.eq(k.job_id), n.src_rank.eq(SWITCH_RANK), n.dst_rank.eq(k.worker), n.worker.eq(k.worker),
+            n.slot.eq(k.psn & ((1 << window_log2) - 1)), n.psn.eq(k.psn),
+            nack.dst_mac.eq(self.cfg_port_mac), nack.dst_ip.eq(self.cfg_port_ip),
+        ]
+        # the builder takes an agg_nack first, else the next result; a record offered and not taken stays
+        # offered (``held``) until it is
+        held, held_nack = Signal(), Signal()
+        use_nack = Mux(held, held_nack, self.s_nack.valid)
+        m.d.comb += [tx.s_meta.payload.eq(Mux(use_nack, nack.as_value(), meta.as_value())),
+                     tx.s_meta.valid.eq(Mux(use_nack, self.s_nack.valid, mq.r_rdy)),
+                     self.s_nack.ready.eq(use_nack & tx.s_meta.ready), mq.r_en.eq(~use_nack & tx.s_meta.ready)]
+        m.d.sync += [held.eq(tx.s_meta.valid & ~tx.s_meta.ready), held_nack.eq(use_nack)]
+        with m.If(mq.r_en & mq.r_rdy):
+            m.d.sync += [tx_seq.eq(tx_seq + 1), tx_prev.eq(r.psn)]
         # the payload reaches the builder through a register slice: its handshake stops there, not in the
         # payload queue's level logic
         skid_buffer(m, "payload", pq.r_rdy, pq.r_en, tx.s_axis.tvalid, tx.s_axis.tready,

@@ -5,7 +5,7 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from contract.enums import DATA_OPCODES, AggDrop
+from contract.enums import DATA_OPCODES, AggDrop, Codec, Dtype
 from contract.in_network import SWITCH_RANK
 from contract.protocol import UDP_PORT
 from hdl.codec.decompressor import Decompressor
@@ -14,10 +14,14 @@ from hdl.stream.axis import AxiStreamSignature
 from hdl.stream.register_slice import skid_buffer
 from hdl.stream.sync_fifo import SyncFifo
 from hdl.switch.contribution_check import JOB_BITS, PASS, Contribution, ContributionCheck
-from hdl.switch.job_table import JobEntry
+from hdl.switch.job_table import WORKER_BITS, JobEntry
 
 #: a frame the checks dropped, for the counters (``job_valid``: the job was found)
 CheckEvent = data.StructLayout({"valid": 1, "job_valid": 1, "job": JOB_BITS, "reason": range(PASS + 1)})
+
+#: a contribution lost on the port's link, to ask its worker for again (an ``agg_nack``)
+NackRecord = data.StructLayout({"job": JOB_BITS, "job_id": 16, "worker": WORKER_BITS, "psn": 32,
+                                "codec": Codec, "dtype": Dtype})
 
 
 def _dst_mac(tdata):
@@ -43,6 +47,9 @@ class SwitchIngress(wiring.Component):
       (:class:`~hdl.switch.packet_crossbar.PacketCrossbar` takes it while the payload before it passes and
       keeps the payloads in order). The parser buffers what arrives meanwhile.
       ``stat_accepted`` / ``stat_drops``: the parser's counters.
+    * Losses on the link (docs/in_network.md, "Losses"): a contribution that shows, by its number, that the
+      one before it was lost is followed by an :data:`NackRecord` on ``m_nack`` (for this port's egress, a
+      queue of four) and a pulse on ``nack_event`` (with the job's entry, for the counters).
     """
 
     def __init__(self, width: int, ports: int, max_jobs: int = 4):
@@ -59,6 +66,8 @@ class SwitchIngress(wiring.Component):
             "cfg_udp_port": In(16, init=UDP_PORT),
             "jobs": In(data.ArrayLayout(JobEntry, max_jobs)),
             "check_event": Out(CheckEvent),
+            "m_nack": Out(stream.Signature(NackRecord)),
+            "nack_event": Out(data.StructLayout({"valid": 1, "job": JOB_BITS})),
             "stat_accepted": Out(32),
             "stat_drops": Out(self._parser.stat_drops.shape()),
         })
@@ -131,6 +140,26 @@ class SwitchIngress(wiring.Component):
                      chk_reason.eq(check.reason),
                      chk_payload.eq(Cat(*[header.opcode == op for op in DATA_OPCODES]).any())]
         passed = chk_reason == PASS
+        # the worker's contributions are numbered (``chunk``) and name the psn of the one before (``reserved``):
+        # exactly one missing between the newest and this one was lost on the link, and the worker is asked
+        # for it (a record for the egress of this port; a full queue drops it, the worker's timer remains).
+        # Found as the record waits (the newest changes only as a record is taken).
+        rx_seq, rx_seq_valid = Signal(16), Signal()
+        seq_d = Signal(16)
+        m.d.comb += seq_d.eq(header.chunk - rx_seq)
+        chk_gap1, chk_newer = Signal(), Signal()
+        m.d.sync += [chk_gap1.eq(rx_seq_valid & (seq_d == 2)), chk_newer.eq(~rx_seq_valid | (seq_d != 0) & ~seq_d[15])]
+        m.submodules.nack_q = nq = SyncFifo(width=NackRecord.size, depth=4)
+        nack = Signal(NackRecord)
+        m.d.comb += [nack.job.eq(chk_record.job), nack.job_id.eq(chk_record.job_id), nack.worker.eq(chk_record.worker),
+                     nack.psn.eq(header.reserved), nack.codec.eq(chk_record.codec), nack.dtype.eq(chk_record.dtype),
+                     nq.w_data.eq(nack), self.m_nack.payload.eq(nq.r_data), self.m_nack.valid.eq(nq.r_rdy),
+                     nq.r_en.eq(self.m_nack.ready)]
+        took = parser.m_meta.valid & parser.m_meta.ready & passed
+        with m.If(took & chk_newer):
+            m.d.sync += [rx_seq.eq(header.chunk), rx_seq_valid.eq(1)]
+        m.d.comb += [nq.w_en.eq(took & chk_gap1), self.nack_event.valid.eq(took & chk_gap1),
+                     self.nack_event.job.eq(chk_record.job)]
         fed_last, out_last = Signal(), Signal()
         m.d.comb += [fed_last.eq(pay.tvalid & pay.tready & pay.tlast & feed_valid),
                      out_last.eq(o.tvalid & o.tready & o.tlast)]

@@ -74,7 +74,7 @@ class SwitchTop(wiring.Component):
                          e.window_log2.eq(field["window_log2"]), e.slot_base.eq(c.job_slot_base[k]),
                          e.dtype.eq(field["dtype"]), e.codec.eq(field["codec"]), e.packet.eq(field["packet"]),
                          st.job_absorbed[k].eq(s.job_absorbed[k]), st.job_completed[k].eq(s.job_completed[k]),
-                         st.job_unicast[k].eq(s.job_unicast[k])]
+                         st.job_unicast[k].eq(s.job_unicast[k]), st.job_nacks[k].eq(s.job_nacks[k])]
             for w in range(len(e.ports)):
                 m.d.comb += e.ports[w].eq(ports[4 * w:4 * w + 4])
             for reason in AggDrop:

@@ -57,7 +57,8 @@ def add_parser(sub, formatter) -> None:
     d.add_argument("--fault-seed", type=int, default=None,
                    help="seed of the links' fault generators, with --drop/--dup/--corrupt/--dead-rank (default: 1)")
     d.add_argument("--window", type=int, default=None,
-                   help=f"switch: slots per job, a power of two (default: {DEFAULT_WINDOW})")
+                   help="switch: slots per job, a power of two (default: the round trip over a packet's time, with half as "
+                        f"much again: at least {DEFAULT_WINDOW})")
     d.add_argument("--jobs", type=int, default=1, help="switch: jobs at once, the nodes split between them")
     d.add_argument("--retransmit-timeout", type=int, default=RETRANSMIT_TIMEOUT, metavar="CYCLES",
                    help="cycles a sender waits for an ack (ring) or a result (switch) before it resends (doubling "
@@ -133,7 +134,7 @@ def run(args) -> int:
         cluster = Cluster(n, backend=args.sim, width=args.width, codec=args.codec, dtype=args.dtype,
                           packet=args.packet, link_gbps=args.link_gbps, clock_mhz=args.clock_mhz, lag=args.lag,
                           link_latency=args.link_latency, waves=bool(args.waves), capture=bool(args.pcap) and rtl,
-                          algorithm=args.algorithm, window=args.window or DEFAULT_WINDOW, jobs=args.jobs,
+                          algorithm=args.algorithm, window=args.window, jobs=args.jobs,
                           retransmit_timeout=args.retransmit_timeout, deadline=args.deadline, fabric=args.fabric,
                           faults={"drop": args.drop, "dup": args.dup, "corrupt": args.corrupt,
                                   "seed": 1 if args.fault_seed is None else args.fault_seed},

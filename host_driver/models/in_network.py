@@ -14,7 +14,7 @@
 """
 
 import heapq
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -24,15 +24,18 @@ from contract.in_network import (
     DEADLINE,
     DEFAULT_WINDOW,
     MAX_JOB_WORKERS,
+    MAX_NIC_WINDOW,
     MAX_SWITCH_PORTS,
     MAX_WINDOW,
     MIN_SWITCH_PORTS,
     RETRANSMIT_TIMEOUT,
+    SEQ_MOD,
     SWITCH_RANK,
     FaultStream,
     is_power_of_two,
     link_seed,
     psn_newer,
+    seq_gap,
     slot_of,
     threshold,
 )
@@ -90,6 +93,28 @@ def bound_cycles(elements: int, packet: int, codec: str, link_bytes_per_cycle: f
     return wire / link_bytes_per_cycle
 
 
+#: cycles a round trip takes besides the two link latencies: the NIC's DMA read, encoding and send, the
+#: switch's parse, decode, sum, rounding and encode, the NIC's receive (measured on the RTL cluster at W =
+#: 512: a window of 16 slots of bfp8 packets is latency-bound at 407 cycles a round with 125-cycle links)
+ROUND_TRIP_EXTRA = 160
+
+
+def chosen_window(width: int, codec: str, packet: int, link_bytes_per_cycle: float, latency: int,
+                  jobs: int = 1, pool: int = None) -> int:
+    """The window (slots per job) a cluster gives a switch job when none is asked for: the round trip
+    (``2 * latency + ROUND_TRIP_EXTRA``) over the time a packet takes to leave (its frame on the link, or the
+    NIC's datapath at W/32 elements a cycle, whichever is longer), with half as much again for jitter and
+    for losses being asked for, as a power of two; at least :data:`DEFAULT_WINDOW`, at most ``pool // jobs``
+    (the switch's slot pool shared by the jobs) and ``MAX_NIC_WINDOW``. docs/in_network.md, "Sizing the
+    window"."""
+    frame = (FRAME_HEADER_BYTES + nm.codec_bytes(codec, packet) + WIRE_OVERHEAD_BYTES) / link_bytes_per_cycle
+    per_packet = max(frame, packet / (width // 32))
+    need = 1.5 * (2 * latency + ROUND_TRIP_EXTRA) / per_packet
+    window = max(DEFAULT_WINDOW, 1 << max(int(need) - 1, 0).bit_length())
+    limit = min(MAX_NIC_WINDOW, (pool or MAX_WINDOW) // jobs)
+    return min(window, 1 << (limit.bit_length() - 1))
+
+
 @dataclass(frozen=True)
 class PacketPlan:
     j: int              # packet index within the collective
@@ -132,6 +157,8 @@ class Agg:
     payload: bytes
     retransmit: bool = False
     collective: int = 0
+    seq: int = 0                # ``chunk``: the sender's count of the frames of its kind it sent on this link
+    prev: int = 0               # ``reserved``: the psn of the frame it sent before this one
 
     @property
     def flags(self) -> int:
@@ -147,14 +174,14 @@ class Agg:
             self.payload, dst_mac=dst_mac, src_mac=src_mac, src_ip=src_ip, dst_ip=dst_ip, sport=udp_port,
             dport=udp_port, opcode=self.opcode, codec=self.codec, dtype=self.dtype, flags=self.flags,
             job=self.job, collective=self.collective, src_rank=self.worker if to_switch else SWITCH_RANK,
-            dst_rank=SWITCH_RANK if to_switch else self.worker, chunk=0, worker=self.worker, slot=self.slot,
-            count=self.count, offset=self.offset, psn=self.psn)
+            dst_rank=SWITCH_RANK if to_switch else self.worker, chunk=self.seq, worker=self.worker, slot=self.slot,
+            count=self.count, offset=self.offset, psn=self.psn, reserved=self.prev)
 
     @classmethod
     def from_header(cls, h: dict, payload: bytes) -> "Agg":
         return cls(h["opcode"], h["job"], h["worker"], h["slot"], int(bool(h["flags"] & FrameFlag.shadow)),
                    h["psn"], h["offset"], h["count"], h["codec"], h["dtype"], bytes(payload),
-                   bool(h["flags"] & FrameFlag.retransmit), h["collective"])
+                   bool(h["flags"] & FrameFlag.retransmit), h["collective"], h["chunk"], h["reserved"])
 
 
 # -- the switch ------------------------------------------------------------------------------------------
@@ -207,6 +234,7 @@ class JobCounters:
     absorbed: int = 0           # contributions taken into a round (the completing one included)
     completed: int = 0          # rounds complete, each multicast to every worker
     unicast: int = 0            # stored results sent again to one worker (its contribution was a copy)
+    nacks: int = 0              # contributions found lost (a gap in a worker's frames) and asked for again
     drops: dict = field(default_factory=lambda: {r.name: 0 for r in AggDrop})
 
 
@@ -241,6 +269,9 @@ class SwitchModel:
         self.job_counters = [JobCounters() for _ in range(max_jobs)]
         self.port_counters = [PortCounters() for _ in range(ports)]
         self.drops = {r.name: 0 for r in AggDrop}       # every aggregation drop, job known or not
+        self.rx_seq = [None] * ports    # per port: the newest contribution's seq (None: none since reset)
+        self.tx_seq = [0] * ports       # per port: the seq of the next result sent there
+        self.tx_prev = [0] * ports      # per port: the psn of the result sent there last
 
     def configure(self, index: int, job: Job = None):
         """Write (or with None, disable) job table entry ``index``; a written job starts with its slots
@@ -281,7 +312,7 @@ class SwitchModel:
         index = next((i for i, j in enumerate(self.jobs) if j is not None and j.job == a.job), None)
         if index is None:
             return self._drop(AggDrop.unknown_job)
-        job, jc = self.jobs[index], self.job_counters[index]
+        job = self.jobs[index]
         if a.worker >= job.workers or job.ports[a.worker] != port:
             return self._drop(AggDrop.not_member, index)
         if a.dtype != Dtype[job.dtype] or a.codec != Codec[job.codec]:
@@ -290,6 +321,38 @@ class SwitchModel:
             return self._drop(AggDrop.slot_range, index)
         if a.count > job.packet:
             return self._drop(AggDrop.count, index)
+        nack = self._gap(port, a, job, index)
+        return nack + self._number(self._decide(port, a, job, index))
+
+    def _gap(self, port: int, a: Agg, job: Job, index: int) -> list:
+        """The worker's frames on ``port`` are numbered (``seq``) and each names the psn of the one before
+        (``prev``): one missing between the newest and this one was lost on the link, and the worker is
+        asked for it again at once (an ``agg_nack``); a longer gap is left to the workers' timers."""
+        last, self.rx_seq[port] = self.rx_seq[port], a.seq
+        if last is None:
+            return []
+        gap = seq_gap(last, a.seq)
+        if gap < 0:
+            self.rx_seq[port] = last            # an older copy: the newest stays
+        if gap != 1:
+            return []
+        self.job_counters[index].nacks += 1
+        slot, s = slot_of(a.prev, job.window)
+        return [(port, Agg(FrameOpcode.agg_nack, job.job, a.worker, slot, s, a.prev, 0, 0, Codec[job.codec],
+                           Dtype[job.dtype], b""))]
+
+    def _number(self, out: list) -> list:
+        """Results, numbered per port in the order they leave, each naming the psn of the one before."""
+        numbered = []
+        for port, r in out:
+            numbered.append((port, replace(r, seq=self.tx_seq[port], prev=self.tx_prev[port])))
+            self.tx_seq[port] = (self.tx_seq[port] + 1) % SEQ_MOD
+            self.tx_prev[port] = r.psn
+        return numbered
+
+    def _decide(self, port: int, a: Agg, job: Job, index: int) -> list:
+        """The decision table's second part (the slot's set): the (port, result) it sends."""
+        jc = self.job_counters[index]
         st = self.pool[job.slot_base + a.slot][a.set]
         bit = 1 << a.worker
         if st.psn is None or psn_newer(a.psn, st.psn):
@@ -376,6 +439,7 @@ class WorkerCounters:
     duplicates: int = 0         # results dropped: already taken, or for no packet in flight
     mismatched: int = 0         # results dropped: offset/count/job other than the packet's
     mac_errors: int = 0         # frames dropped for a MAC error (a corrupted frame)
+    asked: int = 0              # resends the switch asked for (an agg_nack) or a gap in its results showed
 
 
 class WorkerModel:
@@ -397,6 +461,8 @@ class WorkerModel:
         self.last_progress = 0
         self.status = None              # "ok" / "timeout" once done
         self.counters = WorkerCounters()
+        self.seq, self.prev = 0, 0      # the next contribution's seq; the psn of the one sent before
+        self.rx_seq = None              # the newest result's seq (None: none yet)
 
     def _packet(self, j, now, retransmit=False) -> Agg:
         p = self.plan[j]
@@ -405,8 +471,10 @@ class WorkerModel:
         self.counters.sent += 1
         self.counters.raw_bytes += 4 * p.count
         self.counters.retransmitted += retransmit
-        return Agg(FrameOpcode.aggregate, self.job.job, self.rank, p.slot, p.set, p.psn, p.offset, p.count,
-                   Codec[self.job.codec], Dtype[self.job.dtype], payload, retransmit, self.collective)
+        a = Agg(FrameOpcode.aggregate, self.job.job, self.rank, p.slot, p.set, p.psn, p.offset, p.count,
+                Codec[self.job.codec], Dtype[self.job.dtype], payload, retransmit, self.collective, self.seq, self.prev)
+        self.seq, self.prev = (self.seq + 1) % SEQ_MOD, p.psn
+        return a
 
     def _launch(self, j, now) -> list:
         """Send packet ``j`` if there is one: its slot is free (the result of j - S has come)."""
@@ -426,6 +494,32 @@ class WorkerModel:
         resend holds up no other. Returns the contributions to send."""
         if self.status is not None:
             return []
+        if a.opcode == FrameOpcode.agg_nack:
+            return self._resend(a.psn, now) if a.job == self.job.job else []
+        asked = []
+        if a.opcode == FrameOpcode.aggregated:
+            # the results to this port are numbered and each names the psn of the one before: one missing
+            # was lost on the link, and the worker sends its contribution of it again (the switch answers a
+            # copy for a complete round with the stored result); a longer gap is left to the timers
+            last, self.rx_seq = self.rx_seq, a.seq
+            gap = None if last is None else seq_gap(last, a.seq)
+            if gap is not None and gap < 0:
+                self.rx_seq = last
+            if gap == 1:
+                asked = self._resend(a.prev, now)
+        return asked + self._result(a, now)
+
+    def _resend(self, psn: int, now) -> list:
+        """Send packet ``psn`` again now, if it is the packet in flight in its slot."""
+        entry = self.in_flight.get(slot_of(psn, self.job.window)[0])
+        if entry is None or self.plan[entry[0]].psn != psn:
+            return []
+        self.counters.asked += 1
+        entry[1] += 1
+        entry[2] = now + (self.timeout << min(entry[1], self.backoff_max))
+        return [self._packet(entry[0], now, retransmit=True)]
+
+    def _result(self, a: Agg, now) -> list:
         entry = self.in_flight.get(a.slot)
         if a.opcode != FrameOpcode.aggregated or entry is None or self.plan[entry[0]].psn != a.psn:
             self.counters.duplicates += 1
@@ -640,6 +734,7 @@ def simulate(inputs, codec="none", dtype="fp32", packet=256, window=DEFAULT_WIND
                      [d.counters for d in down], switch, table, frames)
 
 
-__all__ = ["SWITCH_MAC", "SWITCH_IP", "allreduce", "reduce_bits", "bound_cycles", "PacketPlan", "packets",
+__all__ = ["SWITCH_MAC", "SWITCH_IP", "ROUND_TRIP_EXTRA", "allreduce", "reduce_bits", "bound_cycles", "chosen_window",
+           "PacketPlan", "packets",
            "Agg", "Job", "SlotSet", "JobCounters", "PortCounters", "SwitchModel", "WorkerCounters",
            "WorkerModel", "Faults", "LinkCounters", "SwitchRun", "simulate"]

@@ -39,7 +39,7 @@ from contract.in_network import (
     link_seed,
     threshold,
 )
-from contract.limits import MAX_CLUSTER_NODES, WIDTHS
+from contract.limits import MAX_CLUSTER_NODES
 from contract.link import Stall, ack_fields
 from contract.protocol import FRAME_HEADER_BYTES, WIRE_OVERHEAD_BYTES
 from host_driver.models import allreduce as ar
@@ -51,6 +51,8 @@ from host_driver.models import ring_link
 BACKENDS = ("model", "verilator", "icarus")
 #: the RTL cluster's aggregation switch takes packets of at most this many elements (hdl/sim/cluster_bench.py)
 SWITCH_MAX_PACKET = 256
+#: the RTL cluster switch's slot pool (hdl/sim/cluster_bench.py SWITCH_POOL): the jobs' windows share it
+SWITCH_POOL = 64
 ALGORITHMS = collective.ALGORITHMS
 #: how the NICs are linked: to each other in a ring, or each to the aggregation switch (a star)
 FABRICS = ("ring", "switch")
@@ -208,7 +210,7 @@ class Cluster:
                  dtype: str = "fp32", packet: int = 256, link_gbps: float = 80.0, clock_mhz: float = 250.0,
                  lag: int = None, link_latency: int = 125, memory: dict = None, waves: bool = False,
                  workdir=None, bench_nodes: int = None, capture: bool = False, algorithm: str = "ring",
-                 faults=None, window: int = DEFAULT_WINDOW, jobs: int = 1,
+                 faults=None, window: int = None, jobs: int = 1,
                  retransmit_timeout: int = RETRANSMIT_TIMEOUT, deadline: int = DEADLINE, fabric: str = None,
                  dead_rank: int = None, stage_trace: bool = False):
         if backend not in BACKENDS:
@@ -238,24 +240,27 @@ class Cluster:
             if backend != "model" and packet > SWITCH_MAX_PACKET:
                 raise ValueError(f"the RTL cluster's aggregation switch takes packets of at most "
                                  f"{SWITCH_MAX_PACKET} elements, got {packet}")
+            if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= nodes:
+                raise ValueError(f"jobs must be an int in 1 .. nodes ({nodes}), got {jobs!r}")
+            if window is None:          # the bandwidth-delay product with room (docs/in_network.md, "Sizing")
+                window = inn.chosen_window(width, codec, packet, bytes_per_cycle(link_gbps, clock_mhz),
+                                           link_latency, jobs, None if backend == "model" else SWITCH_POOL)
             if backend != "model" and window > MAX_NIC_WINDOW:
                 raise ValueError(f"a NIC keeps at most {MAX_NIC_WINDOW} slots in flight, got window {window}")
             if not is_power_of_two(window) or window > MAX_WINDOW:
                 raise ValueError(f"window must be a power of two in 1 .. {MAX_WINDOW}, got {window!r}")
-            if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= nodes:
-                raise ValueError(f"jobs must be an int in 1 .. nodes ({nodes}), got {jobs!r}")
+            if backend != "model" and window * jobs > SWITCH_POOL:
+                raise ValueError(f"the RTL cluster's switch holds {SWITCH_POOL} slots: {jobs} job(s) of {window} "
+                                 "do not fit")
         elif jobs != 1:
             raise ValueError("jobs > 1 needs algorithm='switch' (a ring is one job)")
         fabric = fabric or ("switch" if algorithm == "switch" else "ring")
         if fabric not in FABRICS:
             raise ValueError(f"fabric must be one of {FABRICS}, got {fabric!r}")
-        if fabric == "switch" and width not in WIDTHS:
-            raise ValueError(f"the aggregation switch is built at {', '.join(map(str, sorted(WIDTHS)))} bits; "
-                             f"W = {width} is the NIC's wide configuration, on the ring fabric only")
         if algorithm == "switch" and fabric != "switch":
             raise ValueError("algorithm='switch' runs on fabric='switch' (the aggregation switch sums the packets)")
         self.fabric = fabric
-        self.algorithm, self.window, self.jobs = algorithm, window, jobs
+        self.algorithm, self.window, self.jobs = algorithm, window or DEFAULT_WINDOW, jobs
         self.retransmit_timeout, self.deadline = retransmit_timeout, deadline
         self.nodes, self.backend, self.width = nodes, backend, width
         self.link_latency, self.memory, self.waves = link_latency, dict(memory or {}), waves

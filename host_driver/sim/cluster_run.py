@@ -132,9 +132,9 @@ def switch_stats(dut, nodes: int, jobs: int) -> dict:
     return {
         "switch_counters": {
             "drops": drops,
-            "jobs": [{"absorbed": a, "completed": c, "unicast": u, "drops": d} for a, c, u, d in
+            "jobs": [{"absorbed": a, "completed": c, "unicast": u, "nacks": k, "drops": d} for a, c, u, k, d in
                      zip(array("job_absorbed", 32, jobs), array("job_completed", 32, jobs),
-                         array("job_unicast", 32, jobs), job_drops)],
+                         array("job_unicast", 32, jobs), array("job_nacks", 32, jobs), job_drops)],
             "port_frames_in": array("port_frames_in", 32, ports)[:nodes],
             "port_frames_out": array("port_frames_out", 32, ports)[:nodes],
             "port_parser_drops": [{r.name: (v >> (32 * i)) & 0xFFFFFFFF for i, r in enumerate(DropReason)

@@ -99,7 +99,7 @@ def test_an_option_that_does_not_apply_is_refused(argv, message, capsys):
     (["--nodes", "17", "--algorithm", "switch"], "nodes must be an int in 2 .. 16"),
     (["--packet", "4096"], "packet must be a multiple of 16 in 16 .. 1024"),
     (["--packet", "48", "--width", "1024"], "packet must be a multiple of 32"),
-    (["--width", "1024", "--algorithm", "switch"], "the aggregation switch is built at 64, 128, 256, 512 bits"),
+    (["--width", "1024", "--algorithm", "switch", "--packet", "48"], "packet must be a multiple of 32"),
     (["--algorithm", "switch", "--op", "reduce_scatter"], "in-network aggregation runs allreduce only"),
     (["--elements", "0"], "elements must be an int in 1 .."),
     (["--link-gbps", "0"], "link_gbps must be a positive number"),

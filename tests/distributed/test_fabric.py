@@ -97,8 +97,8 @@ def test_ranks_that_disagree_get_an_error_naming_them():
 def test_options_are_checked_against_the_group():
     with pytest.raises(ValueError, match="codec must be one of"):
         Options(codec="bfp2").check(4)
-    with pytest.raises(ValueError, match="W = 1024 is the NIC's wide configuration"):
-        Options(algorithm="switch", width=1024).check(4)
+    with pytest.raises(ValueError, match="packet must be a multiple of 32"):
+        Options(algorithm="switch", width=1024, packet=48).check(4)
     with pytest.raises(ValueError, match="holds at most 16 NICs"):
         Options(sim="verilator").check(17)
     assert Options.from_env({"AINIC_CODEC": "bfp8", "AINIC_WIDTH": "1024"}) == Options(codec="bfp8", width=1024)

@@ -74,6 +74,7 @@ def run(dut, sw, script, rng, backpressure=0.0, settle=400, workers=()):
         stats["drops"] = {r.name: ctx.get(st.drops[r]) for r in AggDrop}
         stats["jobs"] = [(ctx.get(st.job_absorbed[j]), ctx.get(st.job_completed[j]), ctx.get(st.job_unicast[j]))
                          for j in range(len(sw.jobs))]
+        stats["nacks"] = [ctx.get(st.job_nacks[j]) for j in range(len(sw.jobs))]
         stats["job_drops"] = [{r.name: ctx.get(st.job_drops[j][r]) for r in AggDrop} for j in range(len(sw.jobs))]
         stats["unknown_mac"] = ctx.get(st.unknown_mac)
         stats["frames_in"] = [ctx.get(st.port_frames_in[p]) for p in range(PORTS)]
@@ -148,6 +149,53 @@ def test_frame_by_frame_against_the_model(dut, rng):
     assert stats["frames_in"] == [c.frames_in for c in sw.port_counters]
     assert stats["frames_out"] == [c.frames_out for c in sw.port_counters]
     assert [c.completed for c in sw.job_counters] == [5, 5] and sum(len(w) for w in want) >= 5 * 3 + 5 * 2 + 1
+
+
+def test_a_lost_contribution_is_asked_for_by_number(dut, rng):
+    """Contributions numbered on each worker's link (``chunk``, the psn before in ``reserved``), some lost on
+    the way: the frame after a single lost one makes the switch send that worker an agg_nack for it (a gap
+    of two does not: the timers have those), the resends complete the rounds, results are numbered per port;
+    every frame out equals the model's, byte for byte, and so do the counters (``job_nacks``)."""
+    job = inn.Job(7, (0, 2, 1), 2, slot_base=0, packet=32)
+    sw = model_switch([job])
+    seq, prev = [0] * 3, [0] * 3
+    frames, lost = [], []
+
+    def send(w, g, values, retransmit=False, lose=False):
+        port, f = contribution(sw, job, w, g, values, seq=seq[w], prev=prev[w], retransmit=retransmit)
+        seq[w], prev[w] = seq[w] + 1, g
+        (lost if lose else frames).append((port, f, (w, g, values)))
+
+    values = {(w, g): rng.standard_normal(32) for w in range(3) for g in range(6)}
+    # (worker, round) lost -> the round after which the worker sends it again (asked, or by its timer);
+    # worker 0 loses two in a row: no nack for either
+    drop = {(1, 1): 2, (2, 2): 3, (0, 3): 5, (0, 4): 5}
+    for g in range(6):
+        for w in rng.permutation(3):
+            send(int(w), g, values[int(w), g], lose=(int(w), g) in drop)
+        for (w, gl), after in sorted(drop.items()):
+            if after == g:
+                send(w, gl, values[w, gl], retransmit=True)
+    want = [sorted(sw.receive(port, f)) for port, f, _ in frames]
+    nacks = [(p, proto.Ainic(fr[42:74])) for w in want for p, fr, _ in w
+             if proto.Ainic(fr[42:74]).opcode == FrameOpcode.agg_nack]
+    assert sorted((p, h.psn) for p, h in nacks) == [(1, 2), (2, 1)]
+    assert sw.job_counters[0].completed == 6
+
+    got = []
+
+    async def script(bench, ctx):
+        for port, f, _ in frames:
+            before = {p: len(v) for p, v in bench.out.items()}
+            await bench.send(ctx, port, f)
+            await ctx.tick().repeat(150)
+            got.append(sorted((p, fr, e) for p, v in bench.out.items() for fr, e in v[before[p]:]))
+
+    _, stats = run(dut, sw, script, rng)
+    for i, (w, g) in enumerate(zip(want, got)):
+        assert g == w, (i, frames[i][2][:2])
+    assert stats["jobs"][0] == (sw.job_counters[0].absorbed, sw.job_counters[0].completed, sw.job_counters[0].unicast)
+    assert stats["nacks"][0] == sw.job_counters[0].nacks == 2
 
 
 @pytest.mark.parametrize("dtype, codec", [("fp32", "none"), ("int32", "none"), ("fp32", "bf16")])
