@@ -244,7 +244,8 @@ class Cluster:
                 raise ValueError(f"jobs must be an int in 1 .. nodes ({nodes}), got {jobs!r}")
             if window is None:          # the bandwidth-delay product with room (docs/in_network.md, "Sizing")
                 window = inn.chosen_window(width, codec, packet, bytes_per_cycle(link_gbps, clock_mhz),
-                                           link_latency, jobs, None if backend == "model" else SWITCH_POOL)
+                                           link_latency, jobs, None if backend == "model" else SWITCH_POOL,
+                                           retransmit_timeout)
             if backend != "model" and window > MAX_NIC_WINDOW:
                 raise ValueError(f"a NIC keeps at most {MAX_NIC_WINDOW} slots in flight, got window {window}")
             if not is_power_of_two(window) or window > MAX_WINDOW:

@@ -354,10 +354,12 @@ def test_the_chosen_window_covers_the_round_trip():
     as long), halved for two jobs in a pool of 64."""
     assert inn.chosen_window(512, "none", 256, 40.0, 125, pool=64) == 32
     assert inn.chosen_window(1024, "bfp8", 256, 40.0, 125, pool=64) == 64
-    assert inn.chosen_window(1024, "bfp8", 256, 40.0, 125) == 128          # the model: no pool
+    assert inn.chosen_window(512, "bfp8", 256, 40.0, 125, pool=64) == 32      # 64 x 16 cycles: half the timer
+    assert inn.chosen_window(512, "bfp8", 256, 40.0, 125, pool=64, timeout=4096) == 64
+    assert inn.chosen_window(1024, "bfp8", 256, 40.0, 125, timeout=8192) == 128   # the model: no pool
     assert inn.chosen_window(1024, "bfp8", 256, 40.0, 125, jobs=2, pool=64) == 32
     assert inn.chosen_window(64, "bfp8", 256, 40.0, 125) == 32             # W = 64: the datapath binds
-    for w, c in [(512, "bfp8"), (1024, "bfp4"), (512, "none")]:
-        win = inn.chosen_window(w, c, 256, 40.0, 125)
+    for w, c in [(1024, "bfp8"), (1024, "bfp4"), (512, "none")]:
+        win = inn.chosen_window(w, c, 256, 40.0, 125, timeout=1 << 20)
         per = max((74 + nm.codec_bytes(c, 256) + 24) / 40.0, 256 / (w // 32))
         assert win * per >= 1.5 * (250 + inn.ROUND_TRIP_EXTRA) > win / 2 * per or win == 32
