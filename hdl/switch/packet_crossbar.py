@@ -8,6 +8,20 @@ from hdl.stream.axis import AxiStreamSignature
 from hdl.stream.round_robin import round_robin
 
 
+def _two_deep(m, taken, ends, who, busy, now, ahead, after):
+    """The bookkeeping of an output (or a source): the payload passing now (``busy``, from or to ``now``) and
+    one record taken ahead of it (``ahead``, ``after``). A record taken (``taken``, from or to ``who``) while a
+    payload passes, and not at its last beat (``ends``), waits as the one ahead."""
+    with m.If(taken & busy & ~ends):
+        m.d.sync += [ahead.eq(1), after.eq(who)]
+    with m.Elif(taken):
+        m.d.sync += [busy.eq(1), now.eq(who)]
+    with m.Elif(ends & ahead):
+        m.d.sync += [now.eq(after), ahead.eq(0)]
+    with m.Elif(ends):
+        m.d.sync += busy.eq(0)
+
+
 class PacketCrossbar(wiring.Component):
     """``inputs`` sources of (record on ``s_meta_<i>``, then its payload on ``s_axis_<i>`` up to ``tlast``)
     to ``outputs`` sinks (``m_meta_<k>``, ``m_axis_<k>``); a record goes to the output ``dest_<i>`` names
@@ -87,15 +101,7 @@ class PacketCrossbar(wiring.Component):
             taken = om.valid & om.ready
             with m.If(taken):
                 m.d.sync += last.eq(pick)
-            # (a record taken while a payload passes, and not at its last beat, waits as the one ahead)
-            with m.If(taken & busy & ~ends):
-                m.d.sync += [ahead.eq(1), after.eq(pick)]
-            with m.Elif(taken):
-                m.d.sync += [busy.eq(1), owner.eq(pick)]
-            with m.Elif(ends & ahead):
-                m.d.sync += [owner.eq(after), ahead.eq(0)]
-            with m.Elif(ends):
-                m.d.sync += busy.eq(0)
+            _two_deep(m, taken, ends, pick, busy, owner, ahead, after)
         for i in range(N):
             m.d.comb += [metas[i].ready.eq(Cat(*meta_ready[i]).any()), pays[i].tready.eq(Cat(*pay_ready[i]).any())]
             took, ended = Cat(*taken_by[i]).any(), Cat(*ends_on[i]).any()
@@ -103,13 +109,5 @@ class PacketCrossbar(wiring.Component):
             for k in range(K):
                 with m.If(taken_by[i][k]):
                     m.d.comb += by.eq(k)
-            # the same bookkeeping as an output's, for the source's payload stream
-            with m.If(took & src_busy[i] & ~ended):
-                m.d.sync += [src_ahead[i].eq(1), src_next[i].eq(by)]
-            with m.Elif(took):
-                m.d.sync += [src_busy[i].eq(1), src_out[i].eq(by)]
-            with m.Elif(ended & src_ahead[i]):
-                m.d.sync += [src_out[i].eq(src_next[i]), src_ahead[i].eq(0)]
-            with m.Elif(ended):
-                m.d.sync += src_busy[i].eq(0)
+            _two_deep(m, took, ended, by, src_busy[i], src_out[i], src_ahead[i], src_next[i])
         return m
