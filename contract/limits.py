@@ -3,7 +3,8 @@
 #: datapath widths (bits) every top is built, exported and simulated at; the default first
 WIDTHS = (512, 256, 128, 64)
 #: the NIC's wide configuration (docs/integration.md, "The wide datapath"): its datapath moves 3.2x an
-#: 80 Gb/s link at 250 MHz (4x at 312.5 MHz). The NIC, its blocks and the ring cluster are built at it; the switch is not.
+#: 80 Gb/s link at 250 MHz (4x at 312.5 MHz). The NIC, its blocks and both clusters (ring, switch) are built at
+#: it; the exported Verilog (``make verilog``) holds the WIDTHS only.
 WIDE_WIDTH = 1024
 #: the widths a NIC can be built at
 NIC_WIDTHS = WIDTHS + (WIDE_WIDTH,)

@@ -3,7 +3,7 @@
 
 * **Xilinx resources and depth**: Yosys ``synth_xilinx -family xcup`` (UltraScale+ primitives, generic mapping
   without timing-driven optimisation: an upper bound beside Vivado's figures) of the NIC at W = 64, 512 and
-  1024 and of the 8-port aggregation switch at W = 64, as LUT, FF, carry, LUTRAM, BRAM (RAMB18) and DSP counts
+  1024 and of the 8-port aggregation switch at W = 64 and 512 (line rate at 80 Gb/s), as LUT, FF, carry, LUTRAM, BRAM (RAMB18) and DSP counts
   and as a share of an AMD Alveo U280 (XCU280: 1,303,680 LUTs, 2,607,360 FFs, 4,032 RAMB18, 9,024 DSP); and
   each block's deepest register-to-register path in logic levels (hdl/flow/logic_depth.py) against the
   :data:`LEVELS_AT_250` that a 250 MHz stage allows;
@@ -18,7 +18,7 @@
 Writes ``results/report.json`` (each result as it comes) and ``results/report_fmax.png`` (each block's Fmax), then
 the tables of docs/ and the README's figures (``scripts/gen_docs.py``);
 ``--only xilinx|ecp5`` runs one half, ``--blocks client,rx`` only those NIC blocks (their rows replaced, the rest
-kept: the loop for a timing change); the syntheses run in parallel, one a core (``--jobs``). Long: the NIC
+kept: the loop for a timing change), ``--tops switch_p8_w512`` only those whole tops; the syntheses run in parallel, one a core (``--jobs``). Long: the NIC
 at W = 512 and the switch take 15 to 25 minutes of Yosys each, the place and route tens of minutes.
 """
 
@@ -71,7 +71,7 @@ LEVELS_AT_250 = 7
 
 
 def xilinx(key: str, out: Path) -> None:
-    """synth_xilinx of one top ("nic_w64", "nic_w512", "nic_w1024", "switch_p8_w64") into the report: its
+    """synth_xilinx of one top ("nic_w64", "nic_w512", "nic_w1024", "switch_p8_w64", "switch_p8_w512") into the report: its
     resources, and each block's deepest register-to-register path in logic levels."""
     print(f"report: synth_xilinx {key} ...", flush=True)
     t0 = time.monotonic()
@@ -137,8 +137,8 @@ def switch_blocks(width: int = 64) -> list:
 
 
 #: the report's jobs, longest first (the NIC's blocks are added by :func:`jobs`)
-JOBS = [(xilinx, "nic_w1024"), (xilinx, "nic_w512"), (xilinx, "switch_p8_w64"), (xilinx, "nic_w64"), (ecp5, "nic_w64"),
-        (ecp5, "nic_small_w64")]
+JOBS = [(xilinx, "switch_p8_w512"), (xilinx, "nic_w1024"), (xilinx, "nic_w512"), (xilinx, "switch_p8_w64"),
+        (xilinx, "nic_w64"), (ecp5, "nic_w64"), (ecp5, "nic_small_w64")]
 
 
 def jobs() -> list:
@@ -192,7 +192,15 @@ def main(argv=None) -> int:
     ap.add_argument("--blocks", metavar="A,B", help="only these blocks of the W = 64 NIC or the switch (e.g. "
                     "client,rx,switch.engine0: minutes, for a change to them); their rows are replaced, the rest "
                     "of the report is kept")
+    ap.add_argument("--tops", metavar="A,B", help="only these whole tops' synth_xilinx (e.g. switch_p8_w512): their rows "
+                    "are replaced, the rest of the report is kept")
     args = ap.parse_args(argv)
+    if args.tops:
+        known = [k for f, k in JOBS if f is xilinx]
+        unknown = [t for t in args.tops.split(",") if t not in known]
+        if unknown:
+            ap.error(f"unknown top {unknown[0]!r}; the tops: {', '.join(known)}")
+        args.only = "xilinx"
     if args.blocks:
         known = {block_label(k): k for f, k in jobs() if ":" in k}
         wanted = args.blocks.split(",")
@@ -211,11 +219,13 @@ def main(argv=None) -> int:
     todo = [(f, k) for f, k in jobs() if args.only in (None, f.__name__)]
     if args.blocks:
         todo = [(f, k) for f, k in todo if ":" in k and block_label(k) in wanted]
+    if args.tops:
+        todo = [(f, k) for f, k in todo if k in args.tops.split(",")]
     # the sections run again start empty: a block that no longer exists leaves no stale row
     with file_lock("report"):
         results = json.loads(args.out.read_text()) if args.out.exists() else {}
         for only, section in (("xilinx", "synth_xilinx"), ("ecp5", "ecp5")):
-            if args.only in (None, only) and not args.blocks:
+            if args.only in (None, only) and not args.blocks and not args.tops:
                 results.pop(section, None)
         args.out.write_text(json.dumps(results, indent=2) + "\n")
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:

@@ -15,6 +15,7 @@ from hdl.codec.compressor import compressor_signature
 from hdl.codec.decompressor import decompressor_signature
 from hdl.codec.wire_size import payload_bytes
 from hdl.engine.collective_engine import EngineStatus, engine_members
+from hdl.link.link_numbers import LinkNumbers
 from hdl.stream.axis import check_width
 from hdl.stream.sync_fifo import SyncFifo
 
@@ -80,7 +81,8 @@ class SwitchClient(wiring.Component):
     * Each contribution is read by DMA, encoded (:class:`Compressor`) and sent through the TxBuilder
       (``tx_meta``, ``tx_payload``) to the switch. When its last beat leaves, its slot's timer starts:
       ``cfg.timeout << min(resends, cfg.backoff_max)`` cycles later, with no result, it is sent again
-      (flagged ``retransmit``).
+      (flagged ``retransmit``), as is a contribution asked for (an ``agg_nack``, or a result that shows the
+      one before it lost). Resends queue apart (``retx_depth`` of them) and go before first sends.
     * With no new result for ``cfg.deadline`` cycles the collective stops: ``status.timeout``.
     * ``psn`` (AGG_PSN) starts at 0 after reset, is set by ``psn_set``, and advances by the collective's
       packet count when it ends.
@@ -89,9 +91,9 @@ class SwitchClient(wiring.Component):
     * ``probe``: what each stage (contract/stages.py, ``SWITCH_STAGES``) does this cycle. Wires only.
     """
 
-    def __init__(self, width: int = 512, send_depth: int = 2 * MAX_NIC_WINDOW):
+    def __init__(self, width: int = 512, send_depth: int = 2 * MAX_NIC_WINDOW, retx_depth: int = 16):
         self.width = check_width(width, self)
-        self.send_depth = send_depth
+        self.send_depth, self.retx_depth = send_depth, retx_depth
         super().__init__(switch_client_signature(width))
 
     def elaborate(self, platform):
@@ -137,8 +139,11 @@ class SwitchClient(wiring.Component):
         due_scan = due_mem.read_port(transparent_for=(due_w,))
 
         m.submodules.send_q = send_q = SyncFifo(width=_Send.size, depth=self.send_depth)
+        # resends wait in a queue of their own that the issue stage serves first: a resend asked for must not
+        # wait behind a window of first sends (while it waits, the other workers' timers for that slot run)
+        m.submodules.retx_q = retx_q = SyncFifo(width=_Send.size, depth=self.retx_depth)
         push = Signal(_Send)
-        m.d.comb += send_q.w_data.eq(push)
+        m.d.comb += [send_q.w_data.eq(push), retx_q.w_data.eq(push)]
 
         # -- start ------------------------------------------------------------------------------------------
         with m.If(self.start):
@@ -162,12 +167,8 @@ class SwitchClient(wiring.Component):
         # the results to this port are numbered (``chunk``) and name the psn of the one before (``reserved``):
         # whether exactly one was lost between the newest and this one, found as the record waits (the newest
         # changes only as a record is taken, before the next one is offered)
-        rx_seq, rx_seq_valid = Signal(16), Signal()
-        seq_d = Signal(16)
-        m.d.comb += seq_d.eq(h.chunk - rx_seq)
-        s1_gap1, s1_newer = Signal(), Signal()
-        m.d.sync += [s1_gap1.eq(rx_seq_valid & (seq_d == 2)),
-                     s1_newer.eq(~rx_seq_valid | (seq_d != 0) & ~seq_d[15])]
+        m.submodules.numbers = numbers = LinkNumbers()
+        m.d.comb += numbers.number.eq(h.chunk)
         s1_same = Signal()                      # stage 1: the header against the slot's record
         s1_set, s1_rest = Signal(), Signal(COUNT_BITS + 1)
         s1_next_j, s1_next_off = Signal(J_BITS + 1), Signal(COUNT_BITS + 1)
@@ -181,8 +182,6 @@ class SwitchClient(wiring.Component):
         s2_same, s2_more, s2_set = Signal(), Signal(), Signal()     # stage 2: the count; is there a next packet
         s2_next_j, s2_next_off = Signal(J_BITS + 1), Signal(COUNT_BITS + 1)
         wr_addr = Signal(64)
-        s2_gap1, s2_newer = Signal(), Signal()
-        m.d.sync += [s2_gap1.eq(s1_gap1), s2_newer.eq(s1_newer)]
         m.d.sync += [s2_same.eq(s1_same & (h.count == Mux(s1_rest > cfg.packet, cfg.packet, s1_rest))),
                      s2_more.eq(s1_next_off < cfg.count), s2_set.eq(s1_set),
                      s2_next_j.eq(s1_next_j), s2_next_off.eq(s1_next_off),
@@ -241,9 +240,8 @@ class SwitchClient(wiring.Component):
         consumed = rx.valid & rx.ready
         is_result = h.opcode == FrameOpcode.aggregated
         ask_nack = consumed & (h.opcode == FrameOpcode.agg_nack) & (h.job == cfg.job) & running & ~stopping
-        ask_gap = consumed & is_result & s2_gap1 & running & ~stopping
-        with m.If(consumed & is_result & s2_newer):
-            m.d.sync += [rx_seq.eq(h.chunk), rx_seq_valid.eq(1)]
+        ask_gap = consumed & is_result & numbers.gap1 & running & ~stopping
+        m.d.comb += numbers.take.eq(consumed & is_result)
         ask_retry = Signal()                    # a request the scan could not act on, asked again
         ask_retry_psn = Signal(32)
         m.d.comb += [ask_q.w_en.eq(ask_nack | ask_gap | ask_retry),
@@ -302,7 +300,7 @@ class SwitchClient(wiring.Component):
         # (the slot's set is registered with them: a change to it in this cycle or the next stops the resend)
         sc_slot, sc_due, sc_idle, sc_phase = Signal(7), Signal(), Signal(), Signal()
         sc_ask, sc_ask_psn = Signal(), Signal(32)
-        scan_go = ~take_result & ~init_go & can_push & sc_idle & sc_due
+        scan_go = ~take_result & ~init_go & retx_q.w_rdy & running & ~stopping & sc_idle & sc_due
         sc_rec = Signal(_SlotRecord)
         timer_due = ~(now - due_scan.data)[31] & ~(due_w.en & (due_w.addr == scan))
         m.d.sync += [sc_slot.eq(scan), sc_rec.eq(rec_scan.data), sc_phase.eq(phase.bit_select(scan, 1)),
@@ -313,9 +311,10 @@ class SwitchClient(wiring.Component):
                                 & ~(scan_go & (sc_slot == scan)) & ~self.start)]
 
         def queue(slot, j, off, set_, retx=0, resends=0):
-            """Queue a send of packet j of ``slot`` and record it as the slot's packet in flight."""
+            """Queue a send of packet j of ``slot`` (a resend in ``retx_q``) and record it as the slot's packet
+            in flight."""
             return [push.j.eq(j), push.off.eq(off), push.set.eq(set_), push.slot.eq(slot), push.retx.eq(retx),
-                    push.resends.eq(resends), send_q.w_en.eq(1), rec_w.en.eq(1), rec_w.addr.eq(slot),
+                    push.resends.eq(resends), (retx_q if retx else send_q).w_en.eq(1), rec_w.en.eq(1), rec_w.addr.eq(slot),
                     rec_w.data.j.eq(j), rec_w.data.off.eq(off), rec_w.data.resends.eq(resends)]
         with m.If(take_result):
             m.d.sync += [done_elems.eq(done_elems + h.count), last_progress.eq(now),
@@ -345,9 +344,10 @@ class SwitchClient(wiring.Component):
 
         # -- send: DMA read, encode, build ------------------------------------------------------------------
         m.submodules.hdr_q = hdr_q = SyncFifo(width=_Header.size, depth=8)
-        head = data.View(_Send, send_q.r_data)
-        # a send is still due if its packet is the one in flight in its slot; a slot's entries in the queue
-        # are its packet in flight or the one before (the next one is queued after them), so the set decides
+        head = data.View(_Send, Mux(retx_q.r_rdy, retx_q.r_data, send_q.r_data))
+        # a send is still due if its packet is the one in flight in its slot; a slot's entries in the queues
+        # are its packet in flight or the one before (the next one is queued after the slot's last result,
+        # and no resend of the slot is queued until it leaves: resends go first), so the set decides
         def current(send):
             return inflight.bit_select(send.slot, 1) & (phase.bit_select(send.slot, 1) == send.set)
 
@@ -364,8 +364,8 @@ class SwitchClient(wiring.Component):
             return take_result & (rslot == slot)
         m.d.sync += [iss_fresh.eq(0),
                      iss_current.eq(Mux(iss_fresh, current(iss.send), iss_current) & ~result_for(iss.send.slot))]
-        with m.If(send_q.r_rdy & (~iss_valid | iss_done)):
-            m.d.comb += send_q.r_en.eq(1)
+        with m.If((retx_q.r_rdy | send_q.r_rdy) & (~iss_valid | iss_done)):
+            m.d.comb += [retx_q.r_en.eq(retx_q.r_rdy), send_q.r_en.eq(~retx_q.r_rdy)]
             m.d.sync += [iss.send.eq(head), iss_valid.eq(1), iss_fresh.eq(1)]
         with m.Elif(iss_done):
             m.d.sync += iss_valid.eq(0)
@@ -442,7 +442,7 @@ class SwitchClient(wiring.Component):
         # -- the end: every result written, or the deadline; then drain ---------------------------------------
         with m.If(running & ~stopping & ((now - last_progress) >= cfg.deadline)):
             m.d.sync += [stopping.eq(1), self.status.timeout.eq(1), self.timeouts.eq(self.timeouts + 1)]
-        drained = (~send_q.r_rdy & (send_q.level == 0) & ~iss_valid & ~hdr_q.r_rdy & (hdr_q.level == 0) & ~sending
+        drained = (~send_q.r_rdy & (send_q.level == 0) & ~retx_q.r_rdy & (retx_q.level == 0) & ~iss_valid & ~hdr_q.r_rdy & (hdr_q.level == 0) & ~sending
                    & (writes_out == 0) & ~take_result)
         finished = (done_elems >= cfg.count) | stopping
         with m.If(running & ~self.start & finished & drained & ~self.wr_cmd.valid):

@@ -12,7 +12,6 @@ from contract.protocol import MAX_P
 from hdl.arith.exact_adder import (NEUTRAL_ADDEND, AccElem, ExactAddend, ExactAdderLane, ExactTerm, exact_term,
                                   place_term)
 from hdl.arith.exact_rounder import ExactRounderLane
-from hdl.codec.compressor import Compressor
 from hdl.stream.axis import AxiStreamSignature, check_width
 from hdl.stream.pipeline import register
 from hdl.stream.sync_fifo import SyncFifo
@@ -65,9 +64,9 @@ class AggregationEngine(wiring.Component):
     * The sum of each element is exact (:class:`~hdl.arith.exact_adder.ExactAdderLane`, read-add-write
       of the accumulator memory, one beat a cycle); a round's result is rounded once
       (:class:`~hdl.arith.exact_rounder.ExactRounderLane`) as the completing contribution passes, and
-      again from memory for a unicast; then encoded with the job's codec (a
-      :class:`~hdl.codec.compressor.Compressor`) and offered on ``m_meta`` / ``m_axis`` with the
-      destination ports.
+      again from memory for a unicast; the result's record (with its destination ports) is offered on
+      ``m_meta`` and its rounded beats on ``m_axis`` (binary32 or int32, W/32 elements a beat): the
+      switch's :class:`~hdl.switch.result_bus.ResultBus` encodes them with the job's codec.
     * Throughput: a contribution of k beats takes max(k, 3) cycles: the next record is looked up and
       decided while the payload before it passes, and its payload follows at once (while the result queue
       has room for two packets besides what it holds: a contribution waits for that room whether or not
@@ -183,7 +182,7 @@ class AggregationEngine(wiring.Component):
         with m.Else():
             m.d.comb += [new_state.eq(st), new_state.bitmap.eq(st.bitmap | bit), new_state.count.eq(st.count + 1)]
 
-        # results waiting for the compressor: room for two whole packets (the one passing and the one decided
+        # results waiting for the result bus: room for two whole packets (the one passing and the one decided
         # ahead of it) and the rounder's pipeline first
         fifo_depth = 1 << (3 * beats + ROUND_LATENCY + ROOM_MARGIN - 1).bit_length()
         m.submodules.rq = rq = SyncFifo(width=W + B + 1, depth=fifo_depth)
@@ -321,30 +320,11 @@ class AggregationEngine(wiring.Component):
         m.d.comb += [rq.w_data.eq(Cat(rounded, r_keep[-B:], r_last[-1])), rq.w_en.eq(out_valid)]
         m.d.sync += in_flight.eq(in_flight + go - out_valid)
 
-        # -- the compressor, one result at a time (its codec changes only while it is empty) -------------
-        m.submodules.comp = comp = Compressor(W)
-        busy = Signal()                      # a result is in the compressor
-        held = Signal(self.result)
-        fed_all = Signal()
-        # (the compressor registers its codec: the next result's, from the cycle it is taken, a cycle before
-        # its first beat)
-        m.d.comb += comp.cfg_codec.eq(Mux(~busy & rmeta.r_rdy, data.View(self.result, rmeta.r_data).codec, held.codec))
+        # -- the results: records and rounded beats, in order (the result bus encodes them) ----------------
+        m.d.comb += [self.m_meta.payload.eq(rmeta.r_data), self.m_meta.valid.eq(rmeta.r_rdy),
+                     rmeta.r_en.eq(self.m_meta.ready & rmeta.r_rdy)]
         head = rq.r_data
-        m.d.comb += [comp.s_axis.tdata.eq(head[:W]), comp.s_axis.tkeep.eq(head[W:W + B]),
-                     comp.s_axis.tlast.eq(head[W + B]), comp.s_axis.tvalid.eq(busy & ~fed_all & rq.r_rdy),
-                     rq.r_en.eq(comp.s_axis.tvalid & comp.s_axis.tready)]
-        with m.If(comp.s_axis.tvalid & comp.s_axis.tready & comp.s_axis.tlast):
-            m.d.sync += fed_all.eq(1)
-        meta_sent = Signal()
-        m.d.comb += [self.m_meta.payload.eq(held), self.m_meta.valid.eq(busy & ~meta_sent)]
-        with m.If(self.m_meta.valid & self.m_meta.ready):
-            m.d.sync += meta_sent.eq(1)
         o = self.m_axis
-        m.d.comb += [o.tdata.eq(comp.m_axis.tdata), o.tkeep.eq(comp.m_axis.tkeep), o.tlast.eq(comp.m_axis.tlast),
-                     o.tvalid.eq(comp.m_axis.tvalid & meta_sent), comp.m_axis.tready.eq(o.tready & meta_sent)]
-        with m.If(~busy & rmeta.r_rdy):
-            m.d.comb += rmeta.r_en.eq(1)
-            m.d.sync += [busy.eq(1), held.eq(rmeta.r_data), fed_all.eq(0), meta_sent.eq(0)]
-        with m.If(o.tvalid & o.tready & o.tlast):
-            m.d.sync += busy.eq(0)
+        m.d.comb += [o.tdata.eq(head[:W]), o.tkeep.eq(head[W:W + B]), o.tlast.eq(head[W + B]), o.tvalid.eq(rq.r_rdy),
+                     rq.r_en.eq(o.tready & rq.r_rdy)]
         return m

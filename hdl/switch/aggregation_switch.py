@@ -1,7 +1,7 @@
 """The in-network aggregation switch: N ports, forwarding by MAC, and K aggregation engines that sum the
 workers' packets exactly and send the results back (docs/in_network.md)."""
 
-from amaranth import Array, Cat, Module, Signal
+from amaranth import Cat, Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -9,12 +9,12 @@ from contract.enums import AggDrop, DropReason
 from contract.in_network import MAX_SWITCH_PORTS, MIN_SWITCH_PORTS
 from contract.protocol import UDP_PORT
 from hdl.stream.axis import AxiStreamSignature, check_width
-from hdl.stream.round_robin import round_robin
-from hdl.switch.aggregation_engine import AggregationEngine, result_layout
+from hdl.switch.aggregation_engine import AggregationEngine
 from hdl.switch.contribution_check import MAX_JOBS, Contribution
 from hdl.switch.eth_switch import EthernetSwitch
 from hdl.switch.job_table import POOL_BITS, JobEntry
 from hdl.switch.packet_crossbar import PacketCrossbar
+from hdl.switch.result_bus import ResultBus
 from hdl.switch.switch_egress import SwitchEgress
 from hdl.switch.switch_ingress import SwitchIngress
 
@@ -57,11 +57,13 @@ class AggregationSwitch(wiring.Component):
     * **Aggregation**: a frame for ``cfg_mac`` is parsed and checked (:class:`SwitchIngress`), routed by
       its pool slot to engine ``pool_slot mod engines`` (:class:`PacketCrossbar`), summed there
       (:class:`AggregationEngine`: slots ``pool_slots / engines`` each), and its results go, one at a
-      time, to every destination port at once (the result bus), where :class:`SwitchEgress` builds the
-      frames.
+      time, through one compressor to every destination port at once (:class:`ResultBus`), where
+      :class:`SwitchEgress` builds the frames.
     * **Line rate**: every port takes a beat a cycle; each engine sums a beat of W/32 elements a cycle, so
       ``engines`` engines sum ``engines`` beats a cycle in all. Contributions of consecutive packets go to
-      consecutive engines, so the load spreads over all of them (docs/in_network.md, "Line rate").
+      consecutive engines, so the load spreads over all of them (docs/in_network.md, "Line rate"). The
+      result bus encodes a beat of results a cycle: what one job's N ports need (its results are 1/N of
+      its contributions); jobs at once share it.
     * ``cfg_clear`` (a pulse) empties pool slots [``cfg_clear_base``, + ``cfg_clear_count``) in every
       engine: write a job's entry, then clear its slots. Reset empties all of them.
     """
@@ -159,33 +161,14 @@ class AggregationSwitch(wiring.Component):
             clearing.append(en.clearing)
         m.d.comb += self.clearing.eq(Cat(*clearing).any())
 
-        # -- the result bus: one engine's result at a time, to all of its destination ports at once ------
-        busy, owner, last = Signal(), Signal(range(max(K, 2))), Signal(range(max(K, 2)))
-        want = Cat(*[en.m_meta.valid for en in engines])
-        pick_e, _ = round_robin(m, want, last, K, "result")
-        metas = Array([en.m_meta for en in engines])
-        pays = Array([en.m_axis for en in engines])
-        cur = Signal(result_layout(N))
-        m.d.comb += cur.eq(metas[pick_e].payload)
-        held = Signal(N)                        # the destinations of the result on the bus
-        all_meta_ready = Cat(*[~cur.dest[i] | egress[i].s_meta.ready for i in range(N)]).all()
-        meta_go = ~busy & want.any() & all_meta_ready
+        # -- the result bus: one engine's result at a time, encoded, to all of its destination ports at once
+        m.submodules.results = bus = ResultBus(W, K, N)
         for k, en in enumerate(engines):
-            m.d.comb += en.m_meta.ready.eq(meta_go & (pick_e == k))
+            wiring.connect(m, en.m_meta, getattr(bus, f"s_meta_{k}"))
+            wiring.connect(m, en.m_axis, getattr(bus, f"s_axis_{k}"))
         for i, eg in enumerate(egress):
-            m.d.comb += [eg.s_meta.payload.eq(cur), eg.s_meta.valid.eq(meta_go & cur.dest[i])]
-        with m.If(meta_go):
-            m.d.sync += [busy.eq(1), owner.eq(pick_e), last.eq(pick_e), held.eq(cur.dest)]
-        src = pays[owner]
-        all_pay_ready = Cat(*[~held[i] | egress[i].s_axis.tready for i in range(N)]).all()
-        beat_go = busy & src.tvalid & all_pay_ready
-        for k, en in enumerate(engines):
-            m.d.comb += en.m_axis.tready.eq(busy & (owner == k) & all_pay_ready)
-        for i, eg in enumerate(egress):
-            m.d.comb += [eg.s_axis.tdata.eq(src.tdata), eg.s_axis.tkeep.eq(src.tkeep), eg.s_axis.tlast.eq(src.tlast),
-                         eg.s_axis.tvalid.eq(beat_go & held[i])]
-        with m.If(beat_go & src.tlast):
-            m.d.sync += busy.eq(0)
+            wiring.connect(m, getattr(bus, f"m_meta_{i}"), eg.s_meta)
+            wiring.connect(m, getattr(bus, f"m_axis_{i}"), eg.s_axis)
 
         # -- counters of drops and rounds, per job and per switch -----------------------------------------
         for r in AggDrop:

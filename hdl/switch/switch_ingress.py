@@ -9,6 +9,7 @@ from contract.enums import DATA_OPCODES, AggDrop, Codec, Dtype
 from contract.in_network import SWITCH_RANK
 from contract.protocol import UDP_PORT
 from hdl.codec.decompressor import Decompressor
+from hdl.link.link_numbers import LinkNumbers
 from hdl.packet.rx_parser import RxParser
 from hdl.stream.axis import AxiStreamSignature
 from hdl.stream.register_slice import skid_buffer
@@ -144,11 +145,9 @@ class SwitchIngress(wiring.Component):
         # exactly one missing between the newest and this one was lost on the link, and the worker is asked
         # for it (a record for the egress of this port; a full queue drops it, the worker's timer remains).
         # Found as the record waits (the newest changes only as a record is taken).
-        rx_seq, rx_seq_valid = Signal(16), Signal()
-        seq_d = Signal(16)
-        m.d.comb += seq_d.eq(header.chunk - rx_seq)
-        chk_gap1, chk_newer = Signal(), Signal()
-        m.d.sync += [chk_gap1.eq(rx_seq_valid & (seq_d == 2)), chk_newer.eq(~rx_seq_valid | (seq_d != 0) & ~seq_d[15])]
+        m.submodules.numbers = numbers = LinkNumbers()
+        m.d.comb += numbers.number.eq(header.chunk)
+        chk_gap1 = numbers.gap1
         m.submodules.nack_q = nq = SyncFifo(width=NackRecord.size, depth=4)
         nack = Signal(NackRecord)
         m.d.comb += [nack.job.eq(chk_record.job), nack.job_id.eq(chk_record.job_id), nack.worker.eq(chk_record.worker),
@@ -156,8 +155,7 @@ class SwitchIngress(wiring.Component):
                      nq.w_data.eq(nack), self.m_nack.payload.eq(nq.r_data), self.m_nack.valid.eq(nq.r_rdy),
                      nq.r_en.eq(self.m_nack.ready)]
         took = parser.m_meta.valid & parser.m_meta.ready & passed
-        with m.If(took & chk_newer):
-            m.d.sync += [rx_seq.eq(header.chunk), rx_seq_valid.eq(1)]
+        m.d.comb += numbers.take.eq(took)
         m.d.comb += [nq.w_en.eq(took & chk_gap1), self.nack_event.valid.eq(took & chk_gap1),
                      self.nack_event.job.eq(chk_record.job)]
         fed_last, out_last = Signal(), Signal()

@@ -75,7 +75,7 @@ def run(items, plan, idle=0.0, backpressure=0.0, seed=0, limit=60_000):
         taken = []                  # records taken whose payload has not been sent
         beat = 0
         cur = None
-        out_bits, out_rec = [], None
+        out_bits, out_recs = [], []          # records come ahead of their payloads, in the same order
         start = None
         for n in range(limit):
             s_meta, s_axis, om, oa = dut.s_meta, dut.s_axis, dut.m_meta, dut.m_axis
@@ -102,12 +102,12 @@ def run(items, plan, idle=0.0, backpressure=0.0, seed=0, limit=60_000):
             if ctx.get(dut.event.valid):
                 events.append(int(ctx.get(dut.event.reason)))
             if ctx.get(om.valid) and ctx.get(om.ready):
-                out_rec = {k: int(ctx.get(getattr(om.payload, k))) for k in ("psn", "count", "retransmit", "dest")}
+                out_recs.append({k: int(ctx.get(getattr(om.payload, k))) for k in ("psn", "count", "retransmit", "dest")})
             if ctx.get(oa.tvalid) and ctx.get(oa.tready):
                 d, keep = int(ctx.get(oa.tdata)), int(ctx.get(oa.tkeep))
                 out_bits += [(d >> (32 * i)) & 0xFFFFFFFF for i in range(LANES) if keep >> (4 * i) & 1]
                 if ctx.get(oa.tlast):
-                    results.append((out_rec, np.array(out_bits, np.uint32)))
+                    results.append((out_recs.pop(0), np.array(out_bits, np.uint32)))
                     out_bits = []
             if offer and ctx.get(s_meta.ready):
                 g, w, _ = metas.pop(0)
