@@ -114,11 +114,12 @@ def switch_bench(results, args):
     nodes = args.nodes or [4, 8]
     codecs = args.codec or names(Codec)
     L = args.elements
-    widths = [args.width] + ([WIDE_WIDTH] if args.width != WIDE_WIDTH else [])
-    cases = [(n, c, 0.0, w) for w in widths for n in nodes for c in codecs]
+    cases = [(n, c, 0.0, args.width) for n in nodes for c in codecs]
     if not args.no_loss_sweep:          # loss curves: N = 4 and 8, uncompressed and bfp8, at the first width
         cases += [(n, c, p, args.width) for n in nodes for c in ("none", "bfp8") if c in codecs
                   for p in (1e-4, 1e-3, 1e-2)]
+    if args.width != WIDE_WIDTH and not args.no_wide:       # then the wide NIC (the largest builds)
+        cases += [(n, c, 0.0, WIDE_WIDTH) for n in nodes for c in codecs]
     for n, codec, loss, width in cases:
         rng = np.random.default_rng(n)
         x = [rng.standard_normal(L).astype(np.float32) for _ in range(n)]
@@ -332,9 +333,9 @@ def link_synth(results, args):
 
 
 def switch_synth(results, args):
-    """The aggregation switch mapped by synth_xilinx at 8 ports, module by module: a pool of 64 slots of 256
-    elements (``make verilog``'s build with 8 ports) at W = 64 and at the bench's width (512: the build that
-    carries 80 Gb/s on every port)."""
+    """The aggregation switch mapped by synth_xilinx at 8 ports, module by module: the RTL cluster's pool and
+    packets (hdl/sim/cluster_bench.py) at W = 64 and at the bench's width (512: the build that carries
+    80 Gb/s on every port)."""
     ports = 8
     for width in sorted({64, args.width}, reverse=True):
         print(f"bench: synth_xilinx aggregation switch, {ports} ports, W = {width} ...", flush=True)
@@ -344,13 +345,14 @@ def switch_synth(results, args):
 
 
 def switch_cells(width: int, ports: int = 8) -> dict:
-    """synth_xilinx cell counts of the aggregation switch (pool of 64 slots of 256 elements, ``make verilog``'s
-    build), module by module, from its RTLIL."""
+    """synth_xilinx cell counts of the aggregation switch (the RTL cluster's pool and packets), module by
+    module, from its RTLIL."""
     from hdl.flow.integration import export_switch_core, switch_core
     from hdl.flow.synth import synth_xilinx
     from hdl.flow.tops import module_name
-    name = module_name(switch_core(ports, 64, 256), width)
-    src = export_switch_core(width, build_dir() / "switch_bench", ports, 64, 256, fmt="rtlil")
+    from hdl.sim.cluster_bench import SWITCH_MAX_PACKET, SWITCH_POOL
+    name = module_name(switch_core(ports, SWITCH_POOL, SWITCH_MAX_PACKET), width)
+    src = export_switch_core(width, build_dir() / "switch_bench", ports, SWITCH_POOL, SWITCH_MAX_PACKET, fmt="rtlil")
     return synth_xilinx(src, name, build_dir() / "synth", flatten=False)
 
 
@@ -468,6 +470,7 @@ def main(argv=None) -> int:
     ap.add_argument("--soak-workers", type=int, default=os.cpu_count() or 1,
                     help="ring soak: simulations at a time (default: one per core)")
     ap.add_argument("--no-loss-sweep", action="store_true", help="ring faults and switch: skip the loss sweep")
+    ap.add_argument("--no-wide", action="store_true", help="switch: skip the wide NIC (W = 1024) section")
     ap.add_argument("--train", action="store_true",
                     help="only the training comparison (ainic train: results/train_digits.json and .png)")
     ap.add_argument("--no-train", action="store_true", help="skip the training comparison")

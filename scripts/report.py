@@ -96,12 +96,15 @@ SEEDS = 1
 
 def _netlist(top_key: str) -> tuple:
     """The RTLIL and the module name of one top of the report: a NIC ("nic_w64", "nic_small_w64") or the
-    8-port switch's core ("switch_p8_w64": 64 slots of 256 elements, as make bench maps it)."""
+    8-port switch's core ("switch_p8_w64": the pool and packets of the RTL cluster's switch, which make bench
+    runs: 128 slots of 256 elements)."""
     top, _, width = top_key.rpartition("_w")
     if top == "switch_p8":
         from hdl.flow.integration import export_switch_core, switch_core
-        return (export_switch_core(int(width), build_dir() / "switch_bench", 8, 64, 256, fmt="rtlil"),
-                module_name(switch_core(8, 64, 256), int(width)))
+        from hdl.sim.cluster_bench import SWITCH_MAX_PACKET, SWITCH_POOL
+        return (export_switch_core(int(width), build_dir() / "switch_bench", 8, SWITCH_POOL, SWITCH_MAX_PACKET,
+                                   fmt="rtlil"),
+                module_name(switch_core(8, SWITCH_POOL, SWITCH_MAX_PACKET), int(width)))
     return export(top, int(width), fmt="rtlil"), module_name(top, int(width))
 
 

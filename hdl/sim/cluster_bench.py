@@ -19,7 +19,7 @@ from hdl.switch.eth_switch import EthernetSwitch
 from hdl.switch.job_table import POOL_BITS, JobEntry
 
 #: the aggregation bench's switch: jobs it holds, its pool, the largest packet it takes
-SWITCH_JOBS, SWITCH_POOL, SWITCH_MAX_PACKET = 4, 64, 256
+SWITCH_JOBS, SWITCH_POOL, SWITCH_MAX_PACKET = 4, 128, 256
 
 CAPTURE_SOURCE = SIM_DIR / "ainic_frame_capture.v"
 TRACE_SOURCE = SIM_DIR / "ainic_stage_trace.v"

@@ -97,26 +97,29 @@ def bound_cycles(elements: int, packet: int, codec: str, link_bytes_per_cycle: f
 #: switch's parse, decode, sum, rounding and encode, the NIC's receive (measured on the RTL cluster at W =
 #: 512: a window of 16 slots of bfp8 packets is latency-bound at 407 cycles a round with 125-cycle links)
 ROUND_TRIP_EXTRA = 160
+#: round trips a chosen window holds: the packet's own, and two for a loss's recovery (chosen_window)
+WINDOW_ROUND_TRIPS = 3
 
 
 def chosen_window(width: int, codec: str, packet: int, link_bytes_per_cycle: float, latency: int,
                   jobs: int = 1, pool: int = None, timeout: int = RETRANSMIT_TIMEOUT) -> int:
     """The window (slots per job) a cluster gives a switch job when none is asked for: the round trip
     (``2 * latency + ROUND_TRIP_EXTRA``) over the time a packet takes to leave (its frame on the link, or the
-    NIC's datapath at W/32 elements a cycle, whichever is longer), with half as much again for jitter and
-    for losses being asked for, as a power of two; at least :data:`DEFAULT_WINDOW`, at most ``pool // jobs``
-    (the switch's slot pool shared by the jobs) and ``MAX_NIC_WINDOW``, and halved while the packets it holds
-    take half the retransmission ``timeout`` to leave. docs/in_network.md, "Sizing the window"."""
+    NIC's datapath at W/32 elements a cycle, whichever is longer), :data:`WINDOW_ROUND_TRIPS` times over
+    (packets go in order, so a slot held by a loss holds up every worker once the window has gone round: a
+    loss is asked for and answered in about two more round trips), as a power of two; at least
+    :data:`DEFAULT_WINDOW`, at most ``pool // jobs`` (the switch's slot pool shared by the jobs) and
+    ``MAX_NIC_WINDOW``, and halved while its packets take the retransmission ``timeout`` or more to leave
+    the NIC. docs/in_network.md, "Sizing the window"."""
     frame = (FRAME_HEADER_BYTES + nm.codec_bytes(codec, packet) + WIRE_OVERHEAD_BYTES) / link_bytes_per_cycle
     per_packet = max(frame, packet / (width // 32))
-    need = 1.5 * (2 * latency + ROUND_TRIP_EXTRA) / per_packet
+    need = WINDOW_ROUND_TRIPS * (2 * latency + ROUND_TRIP_EXTRA) / per_packet
     window = max(DEFAULT_WINDOW, 1 << max(int(need) - 1, 0).bit_length())
     limit = min(MAX_NIC_WINDOW, (pool or MAX_WINDOW) // jobs)
     window = min(window, 1 << (limit.bit_length() - 1))
-    # a NIC whose datapath binds queues what the window holds: the queue must stay well inside the
-    # retransmission timer, or a resend waiting behind it lets the other workers' timers run out (measured:
-    # W = 512, bfp8, N = 8, 0.1 % loss, a window of 64: 46,225 resends for 143 frames lost)
-    while window > DEFAULT_WINDOW and window * per_packet >= timeout / 2:
+    # measured: W = 512, bfp8, N = 8, 0.1 % loss, 128 slots of 16 cycles each (the timer's 2,048): 45,000
+    # resends for 142 frames lost; 64 slots: 81 (docs/in_network.md, "Sizing the window")
+    while window > DEFAULT_WINDOW and window * per_packet >= timeout:
         window //= 2
     return window
 
@@ -469,6 +472,7 @@ class WorkerModel:
         self.counters = WorkerCounters()
         self.seq, self.prev = 0, 0      # the next contribution's seq; the psn of the one sent before
         self.rx_seq = None              # the newest result's seq (None: none yet)
+        self.next_j = 0                 # the next packet to send a first time (they go in order)
 
     def _packet(self, j, now, retransmit=False) -> Agg:
         p = self.plan[j]
@@ -482,22 +486,27 @@ class WorkerModel:
         self.seq, self.prev = (self.seq + 1) % SEQ_MOD, p.psn
         return a
 
-    def _launch(self, j, now) -> list:
-        """Send packet ``j`` if there is one: its slot is free (the result of j - S has come)."""
-        if j >= len(self.plan):
-            return []
-        self.in_flight[self.plan[j].slot] = [j, 0, now + self.timeout]
-        return [self._packet(j, now)]
+    def _launch(self, now) -> list:
+        """Send the next packets in order while their slots are free (the result of j - S has come): every
+        worker sends the same sequence whatever order its results come in (docs/in_network.md, "The
+        worker")."""
+        out = []
+        while self.next_j < len(self.plan) and self.plan[self.next_j].slot not in self.in_flight:
+            j = self.next_j
+            self.in_flight[self.plan[j].slot] = [j, 0, now + self.timeout]
+            out.append(self._packet(j, now))
+            self.next_j += 1
+        return out
 
     def start(self, now: int = 0) -> list:
         """The first window: packets 0 .. S - 1, one per slot."""
         self.last_progress = now
-        return [a for j in range(min(self.job.window, len(self.plan))) for a in self._launch(j, now)]
+        return self._launch(now)
 
     def receive(self, a: Agg, now: int) -> list:
-        """A result for this worker: take it if it answers the packet in flight in its slot, then send the
-        slot's next packet (j + S): each slot is clocked by its own results, so a slot that waits for a
-        resend holds up no other. Returns the contributions to send."""
+        """A result for this worker: take it if it answers the packet in flight in its slot, which frees the
+        slot for packet j + S; packets go in order, each once its slot is free. Returns the contributions to
+        send."""
         if self.status is not None:
             return []
         if a.opcode == FrameOpcode.agg_nack:
@@ -541,7 +550,7 @@ class WorkerModel:
         self.counters.results += 1
         self.last_progress = now
         del self.in_flight[a.slot]
-        out = self._launch(p.j + self.job.window, now)
+        out = self._launch(now)
         if self.got.all():
             self.status = "ok"
         return out

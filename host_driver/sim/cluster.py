@@ -52,7 +52,7 @@ BACKENDS = ("model", "verilator", "icarus")
 #: the RTL cluster's aggregation switch takes packets of at most this many elements (hdl/sim/cluster_bench.py)
 SWITCH_MAX_PACKET = 256
 #: the RTL cluster switch's slot pool (hdl/sim/cluster_bench.py SWITCH_POOL): the jobs' windows share it
-SWITCH_POOL = 64
+SWITCH_POOL = 128
 ALGORITHMS = collective.ALGORITHMS
 #: how the NICs are linked: to each other in a ring, or each to the aggregation switch (a star)
 FABRICS = ("ring", "switch")

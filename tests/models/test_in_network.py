@@ -270,7 +270,8 @@ def test_a_lost_multicast_is_recovered_by_unicast(rng):
 def test_a_worker_resends_what_a_nack_or_a_result_gap_asks_for(rng):
     """An agg_nack for the packet in flight in its slot sends it again at once; a result whose number shows
     one result lost before it sends the lost one's contribution again (the switch answers with the stored
-    result); a nack for a packet no longer in flight, or a gap of two, sends nothing."""
+    result); a nack for a packet no longer in flight, or a gap of two, sends nothing. First sends go in
+    order, each once its slot is free: a result that frees a slot ahead of the next packet's sends nothing."""
     job = inn.Job(3, (0, 1), 4, packet=16)
     w = inn.WorkerModel(0, job, np.arange(160, dtype=np.uint32))
     first = w.start(0)
@@ -291,10 +292,12 @@ def test_a_worker_resends_what_a_nack_or_a_result_gap_asks_for(rng):
     assert w.receive(nack(9), 11) == []                             # not in flight
     out = w.receive(result(0, 0, 0), 20)                            # psn 0's result: psn 4 goes out
     assert [a.psn for a in out] == [4]
-    out = w.receive(result(3, 2, 1), 30)                            # seq 1 (psn 1) lost: psn 1 again, then 7
-    assert [(a.psn, a.retransmit) for a in out] == [(1, True), (7, False)]
-    out = w.receive(result(2, 5, 9), 40)                            # a gap of two: only psn 2's own next
-    assert [(a.psn, a.retransmit) for a in out] == [(6, False)]
+    out = w.receive(result(3, 2, 1), 30)                            # seq 1 (psn 1) lost: psn 1 again; 7 waits
+    assert [(a.psn, a.retransmit) for a in out] == [(1, True)]      # for 5, whose slot psn 1 holds
+    out = w.receive(result(2, 5, 9), 40)                            # a gap of two: nothing asked; 6 waits
+    assert out == []
+    out = w.receive(result(1, 6, 2), 50)                            # psn 1's result: 5, 6 and 7 go, in order
+    assert [(a.psn, a.retransmit) for a in out] == [(5, False), (6, False), (7, False)]
     assert w.counters.asked == 2
 
 
@@ -307,7 +310,9 @@ def test_losses_are_asked_for_not_waited_out(rng):
     assert run.status == ["ok"] * 8 and np.array_equal(_bits(run.results), _bits(inn.allreduce(x, "bfp8")))
     lost = sum(c.dropped for c in run.uplinks + run.downlinks)
     asked = sum(w.asked for w in run.workers)
-    assert lost > 30 and run.switch.job_counters[0].nacks > 10 and asked >= 0.75 * lost
+    # (a worker whose next packet waits for its slot sends nothing meanwhile, so a loss just before such a
+    # wait is not revealed by a next frame: 0.69 to 0.89 of the losses are asked for over seeds 1 to 8)
+    assert lost > 30 and run.switch.job_counters[0].nacks > 10 and asked >= 0.7 * lost
 
 
 def test_a_dead_worker_ends_in_timeout_not_a_hang(rng):
@@ -349,17 +354,19 @@ def test_recorded_frames_are_what_the_links_took(rng):
 
 
 def test_the_chosen_window_covers_the_round_trip():
-    """The window a cluster picks holds 1.5 round trips of packets (the slower of link and datapath),
-    within the pool the jobs share: 32 slots for fp32 at 80 Gb/s, 64 for bfp8 (its frames are a third
-    as long), halved for two jobs in a pool of 64."""
-    assert inn.chosen_window(512, "none", 256, 40.0, 125, pool=64) == 32
-    assert inn.chosen_window(1024, "bfp8", 256, 40.0, 125, pool=64) == 64
-    assert inn.chosen_window(512, "bfp8", 256, 40.0, 125, pool=64) == 32      # 64 x 16 cycles: half the timer
-    assert inn.chosen_window(512, "bfp8", 256, 40.0, 125, pool=64, timeout=4096) == 64
-    assert inn.chosen_window(1024, "bfp8", 256, 40.0, 125, timeout=8192) == 128   # the model: no pool
-    assert inn.chosen_window(1024, "bfp8", 256, 40.0, 125, jobs=2, pool=64) == 32
+    """The window a cluster picks holds three round trips of packets (the slower of link and datapath: a
+    loss's recovery takes two more), within the pool the jobs share and less than the retransmission timer's
+    worth of packets: 64 slots for fp32 at 80 Gb/s, 128 for bfp8 at W = 1024 (its frames are a third as
+    long), 64 at W = 512 (the datapath's 16 cycles a packet: 128 of them are the timer), halved for two jobs
+    in a pool of 128."""
+    assert inn.chosen_window(512, "none", 256, 40.0, 125, pool=128) == 64
+    assert inn.chosen_window(1024, "bfp8", 256, 40.0, 125, pool=128) == 128
+    assert inn.chosen_window(512, "bfp8", 256, 40.0, 125, pool=128) == 64      # 128 x 16 cycles: the timer
+    assert inn.chosen_window(512, "bfp8", 256, 40.0, 125, pool=128, timeout=4096) == 128
+    assert inn.chosen_window(1024, "bfp8", 256, 40.0, 125, jobs=2, pool=128) == 64
     assert inn.chosen_window(64, "bfp8", 256, 40.0, 125) == 32             # W = 64: the datapath binds
-    for w, c in [(1024, "bfp8"), (1024, "bfp4"), (512, "none")]:
-        win = inn.chosen_window(w, c, 256, 40.0, 125, timeout=1 << 20)
+    for w, c in [(1024, "none"), (512, "none"), (512, "fp16")]:
+        win = inn.chosen_window(w, c, 256, 40.0, 125)
         per = max((74 + nm.codec_bytes(c, 256) + 24) / 40.0, 256 / (w // 32))
-        assert win * per >= 1.5 * (250 + inn.ROUND_TRIP_EXTRA) > win / 2 * per or win == 32
+        covers = win * per >= 3 * (250 + inn.ROUND_TRIP_EXTRA) > win / 2 * per
+        assert win * per < inn.RETRANSMIT_TIMEOUT and (covers or win == 32 or 2 * win * per >= inn.RETRANSMIT_TIMEOUT)
