@@ -27,7 +27,7 @@ def _load(name: str) -> dict:
 
 #: make report's tops, as its tables name them
 TOPS = {"nic_w64": "NIC, W = 64", "nic_small_w64": "NIC, small build, W = 64", "nic_w512": "NIC, W = 512", "nic_w1024": "NIC, W = 1024 (the wide configuration)",
-        "switch_p8_w64": "aggregation switch, 8 ports, W = 64"}
+        "switch_p8_w64": "aggregation switch, 8 ports, W = 64", "switch_p8_w512": "aggregation switch, 8 ports, W = 512"}
 
 
 def xilinx_rows(keys=None) -> str:
@@ -193,7 +193,8 @@ def resources() -> str:
 
 
 def switch_resources() -> str:
-    return xilinx_rows(["switch_p8_w64"])
+    xil = _load("report.json")["synth_xilinx"]
+    return xilinx_rows([k for k in ("switch_p8_w512", "switch_p8_w64") if k in xil])
 
 
 def model_accuracy() -> str:
