@@ -79,7 +79,8 @@ def xilinx(key: str, out: Path) -> None:
     work = build_dir() / "synth"
     cells = synth_xilinx(source, name, work, flatten=False, family=XILINX_FAMILY)
     width = int(key.rpartition("_w")[2])
-    blocks = switch_blocks(width) if key.startswith("switch") else [f"core.{b}" for b in nic_blocks(width)]
+    blocks = (switch_blocks(width, (source, name)) if key.startswith("switch")
+              else [f"core.{b}" for b in nic_blocks(width, source)])
     depth = xilinx_levels(work / f"{name}.{XILINX_FAMILY}.mapped.il", [f"{name}.{b}" for b in blocks], work)
     s = resource_summary(cells)
     _store(out, "synth_xilinx", key, {**s, "u280_share": share(s, U280), "family": XILINX_FAMILY,
@@ -122,19 +123,21 @@ def ecp5(key: str, out: Path) -> None:
     _store(out, "ecp5", key, entry)
 
 
-def nic_blocks(width: int = 64) -> list:
+def nic_blocks(width: int = 64, source: Path = None) -> list:
     """The blocks of the NIC: the submodules of its core, as its netlist names them (one of each kind: the
-    two decompressors are the same module)."""
+    two decompressors are the same module); ``source``: the netlist a run already exported."""
     name = module_name("nic", width)
-    text = export("nic", width, fmt="rtlil").read_text()
+    text = (source or export("nic", width, fmt="rtlil")).read_text()
     blocks = re.findall(rf"^module \\{re.escape(name)}\.core\.([^.\s]+)$", text, re.M)
     return [b for b in blocks if not re.fullmatch(r"dec[1-9]\d*(_ports)?", b)]
 
 
-def switch_blocks(width: int = 64) -> list:
+def switch_blocks(width: int = 64, netlist: tuple = None) -> list:
     """The blocks of the 8-port switch: its register block and the submodules of its datapath (one of each
-    kind: port 0's ingress, aggregation engine and egress stand for the eight)."""
-    source, name = _netlist(f"switch_p8_w{width}")
+    kind: port 0's ingress, aggregation engine and egress stand for the eight). ``netlist``: the (source,
+    module name) a run already exported (a long synthesis must not export again: the sources may have
+    changed since)."""
+    source, name = netlist or _netlist(f"switch_p8_w{width}")
     blocks = re.findall(rf"^module \\{re.escape(name)}\.((?:switch\.)?[^.\s]+)$", source.read_text(), re.M)
     return [b for b in blocks if b != "switch" and not re.fullmatch(r"switch\.(engine|in|out)[1-9]\d*", b)]
 
