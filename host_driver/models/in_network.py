@@ -73,12 +73,28 @@ def _q(bits, codec):
     return bits if codec == "none" else nm.as_bits(nm.roundtrip(bits, codec))
 
 
-def allreduce(inputs, codec="none", dtype="fp32") -> np.ndarray:
+def tree_groups(n: int, leaves: int) -> list:
+    """The ranks behind each leaf switch of a two-level tree: ``leaves`` contiguous groups of 0 .. n - 1,
+    their sizes at most one apart (the first ``n % leaves`` one larger)."""
+    if not isinstance(leaves, int) or isinstance(leaves, bool) or not 2 <= leaves <= n:
+        raise ValueError(f"leaves must be an int in 2 .. {n} (the ranks), got {leaves!r}")
+    size, extra = divmod(n, leaves)
+    bounds = np.cumsum([0] + [size + (k < extra) for k in range(leaves)])
+    return [tuple(range(bounds[k], bounds[k + 1])) for k in range(leaves)]
+
+
+def allreduce(inputs, codec="none", dtype="fp32", leaves: int = None) -> np.ndarray:
     """The switch all-reduce: every rank gets D(Q(sum)) where sum is the exact sum of the decoded
     contributions D(Q(x_i)), rounded once (fp32) or saturated once (int32). (N, L) array of ``dtype``,
-    every row identical. The packet size does not matter: codec blocks never straddle packets."""
+    every row identical. The packet size does not matter: codec blocks never straddle packets.
+
+    With ``leaves`` = K (a two-level tree, :func:`tree_groups`): leaf k's partial is D(Q(its members'
+    sum)), rounded (saturated) once, as one switch would give its members; the spine sums the K partials
+    the same way. Each level is exact and independent of arrival order; the result is rounded twice."""
     x = _check(inputs, codec, dtype)
-    out = _q(reduce_bits(np.stack([_q(a, codec) for a in x]), dtype), codec)
+    groups = tree_groups(len(x), leaves) if leaves is not None else [range(len(x))]
+    level = [_q(reduce_bits(np.stack([_q(x[r], codec) for r in g]), dtype), codec) for g in groups]
+    out = level[0] if leaves is None else _q(reduce_bits(np.stack(level), dtype), codec)
     return np.tile(out, (len(x), 1)).view(np.float32 if dtype == "fp32" else np.int32)
 
 
@@ -117,8 +133,9 @@ def chosen_window(width: int, codec: str, packet: int, link_bytes_per_cycle: flo
     window = max(DEFAULT_WINDOW, 1 << max(int(need) - 1, 0).bit_length())
     limit = min(MAX_NIC_WINDOW, (pool or MAX_WINDOW) // jobs)
     window = min(window, 1 << (limit.bit_length() - 1))
-    # measured: W = 512, bfp8, N = 8, 0.1 % loss, 128 slots of 16 cycles each (the timer's 2,048): 45,000
-    # resends for 142 frames lost; 64 slots: 81 (docs/in_network.md, "Sizing the window")
+    # a worker ahead of a late one waits for it with its whole window at the switch: a window that takes the
+    # timer to send times out and resends in a storm (W = 512, bfp8, N = 8, 0.1 % loss, 128 slots of 16
+    # cycles, the timer's 2,048: 45,000 resends for 142 frames lost; 64 slots: 81; docs/in_network.md)
     while window > DEFAULT_WINDOW and window * per_packet >= timeout:
         window //= 2
     return window
@@ -198,7 +215,9 @@ class Agg:
 class Job:
     """One entry of the switch's job table: job ``job`` has ``len(ports)`` workers, worker w behind port
     ``ports[w]``, a window of ``window`` slots starting at pool slot ``slot_base``, and one dtype, codec and
-    packet size (elements)."""
+    packet size (elements). A leaf switch's job has an ``up_port``: a complete round is sent there as a
+    contribution of worker ``up_worker`` to job ``up_job`` of the switch above (the spine), and the spine's
+    result is what the leaf multicasts (docs/in_network.md, "Two levels")."""
     job: int
     ports: tuple
     window: int
@@ -206,6 +225,9 @@ class Job:
     dtype: str = "fp32"
     codec: str = "none"
     packet: int = 256
+    up_port: int = None
+    up_job: int = 0
+    up_worker: int = 0
 
     def __post_init__(self):
         if not 0 <= self.job < 1 << 16:
@@ -219,6 +241,12 @@ class Job:
         _check([np.zeros(1, np.uint32)], self.codec, self.dtype)
         if not (MIN_P <= self.packet <= MAX_P and self.packet % 16 == 0):
             raise ValueError(f"packet must be a multiple of 16 in {MIN_P} .. {MAX_P}, got {self.packet!r}")
+        if self.up_port is not None:
+            if self.up_port in self.ports:
+                raise ValueError(f"a job's up port cannot be a worker's, got {self.up_port} in {self.ports}")
+            if not 0 <= self.up_job < 1 << 16 or not 0 <= self.up_worker < MAX_JOB_WORKERS:
+                raise ValueError(f"up_job must be in 0 .. 65535 and up_worker in 0 .. {MAX_JOB_WORKERS - 1}, "
+                                 f"got {self.up_job!r}, {self.up_worker!r}")
 
     @property
     def workers(self) -> int:
@@ -235,7 +263,8 @@ class SlotSet:
     elements: int = 0
     collective: int = 0
     terms: list = field(default_factory=list)
-    result: bytes = None        # the encoded sum, once complete
+    result: bytes = None        # the encoded sum, once complete (a leaf: the spine's result, once it came)
+    partial: bytes = None       # a leaf: the encoded sum of its members, sent up
 
 
 @dataclass
@@ -244,6 +273,8 @@ class JobCounters:
     completed: int = 0          # rounds complete, each multicast to every worker
     unicast: int = 0            # stored results sent again to one worker (its contribution was a copy)
     nacks: int = 0              # contributions found lost (a gap in a worker's frames) and asked for again
+    up: int = 0                 # a leaf: partials sent to the spine (resends included)
+    down: int = 0               # a leaf: the spine's results taken (each multicast to the members)
     drops: dict = field(default_factory=lambda: {r.name: 0 for r in AggDrop})
 
 
@@ -281,6 +312,7 @@ class SwitchModel:
         self.rx_seq = [None] * ports    # per port: the newest contribution's seq (None: none since reset)
         self.tx_seq = [0] * ports       # per port: the seq of the next result sent there
         self.tx_prev = [0] * ports      # per port: the psn of the result sent there last
+        self.up_rx_seq = [None] * ports     # per up port: the newest result's seq from the spine
 
     def configure(self, index: int, job: Job = None):
         """Write (or with None, disable) job table entry ``index``; a written job starts with its slots
@@ -301,8 +333,12 @@ class SwitchModel:
                 if (job.slot_base < other.slot_base + other.window
                         and other.slot_base < job.slot_base + job.window):
                     raise ValueError(f"job {job.job}'s slots overlap job {other.job}'s")
+            if job.up_port is not None and job.up_port >= self.ports:
+                raise ValueError(f"job {job.job}: up port {job.up_port} does not exist ({self.ports} ports)")
             for s in range(job.slot_base, job.slot_base + job.window):
                 self.pool[s] = [SlotSet(), SlotSet()]
+            if job.up_port is not None:
+                self.up_rx_seq[job.up_port] = None
         self.jobs[index] = job
         self.job_counters[index] = JobCounters()
 
@@ -315,7 +351,9 @@ class SwitchModel:
 
     def contribute(self, port: int, a: Agg) -> list:
         """A contribution ``a`` arriving on ``port`` (its frame already accepted): the (port, Agg) results
-        it causes, per the decision table."""
+        it causes, per the decision table (a result or an ``agg_nack`` from a spine: :meth:`_from_spine`)."""
+        if a.opcode in (FrameOpcode.aggregated, FrameOpcode.agg_nack):
+            return self._number(self._from_spine(port, a))
         if a.opcode != FrameOpcode.aggregate:
             return self._drop(AggDrop.opcode)
         index = next((i for i, j in enumerate(self.jobs) if j is not None and j.job == a.job), None)
@@ -376,6 +414,8 @@ class SwitchModel:
         elif st.bitmap & bit:
             if st.count < job.workers:
                 return self._drop(AggDrop.duplicate, index)
+            if st.result is None:           # a leaf still waiting for the spine: the partial goes up again
+                return self._up(index, job, a.slot, a.set, st, retransmit=True)
             jc.unicast += 1
             return [(port, self._result(job, a.slot, a.set, st, a.worker, retransmit=True))]
         st.bitmap |= bit
@@ -385,8 +425,68 @@ class SwitchModel:
         if st.count < job.workers:
             return []
         jc.completed += 1
-        st.result = self._encode(job, reduce_bits(np.stack(st.terms), job.dtype))
-        return [(job.ports[w], self._result(job, a.slot, a.set, st, w)) for w in range(job.workers)]
+        encoded = self._encode(job, reduce_bits(np.stack(st.terms), job.dtype))
+        if job.up_port is not None:
+            st.partial = encoded
+            return self._up(index, job, a.slot, a.set, st)
+        st.result = encoded
+        return self._multicast(job, a.slot, a.set, st)
+
+    def _multicast(self, job, slot, s, st) -> list:
+        return [(job.ports[w], self._result(job, slot, s, st, w)) for w in range(job.workers)]
+
+    def _up(self, index, job, slot, s, st, retransmit=False) -> list:
+        """A leaf's complete round, sent to the spine as worker ``up_worker``'s contribution."""
+        self.job_counters[index].up += 1
+        return [(job.up_port, Agg(FrameOpcode.aggregate, job.up_job, job.up_worker, slot, s, st.psn, st.offset,
+                                  st.elements, Codec[job.codec], Dtype[job.dtype], st.partial, retransmit,
+                                  st.collective))]
+
+    def _from_spine(self, port: int, a: Agg) -> list:
+        """A frame from the spine on a leaf job's up port: its result for a round this leaf sent up (taken
+        once, kept to answer the members' resends, and multicast to them), or an ``agg_nack`` (the partial
+        goes up again). The spine's results are numbered like a worker's: one missing before this one was
+        lost, and the leaf sends its partial of it again."""
+        leaf = [i for i, j in enumerate(self.jobs) if j is not None and j.up_port == port]
+        if not leaf:                        # no spine behind this port: a switch takes only contributions
+            return self._drop(AggDrop.opcode)
+        index = next((i for i in leaf if self.jobs[i].up_job == a.job), None)
+        if index is None:
+            return self._drop(AggDrop.unknown_job)
+        job, jc = self.jobs[index], self.job_counters[index]
+        if a.worker != job.up_worker:
+            return self._drop(AggDrop.not_member, index)
+        if a.dtype != Dtype[job.dtype] or a.codec != Codec[job.codec]:
+            return self._drop(AggDrop.dtype, index)
+        if a.slot >= job.window:
+            return self._drop(AggDrop.slot_range, index)
+        if a.opcode == FrameOpcode.agg_nack:
+            return self._resend_up(index, job, a.psn)
+        asked = []
+        last, self.up_rx_seq[port] = self.up_rx_seq[port], a.seq
+        gap = None if last is None else seq_gap(last, a.seq)
+        if gap is not None and gap < 0:
+            self.up_rx_seq[port] = last
+        if gap == 1:
+            asked = self._resend_up(index, job, a.prev)
+        st = self.pool[job.slot_base + a.slot][a.set]
+        if st.psn != a.psn or st.count < job.workers:
+            return asked + self._drop(AggDrop.stale, index)
+        if a.offset != st.offset or a.count != st.elements:
+            return asked + self._drop(AggDrop.count, index)
+        if st.result is not None:
+            return asked + self._drop(AggDrop.duplicate, index)
+        st.result = a.payload
+        jc.down += 1
+        return asked + self._multicast(job, a.slot, a.set, st)
+
+    def _resend_up(self, index, job, psn) -> list:
+        """The partial of round ``psn`` up again, if this leaf holds it and has no result for it yet."""
+        slot, s = slot_of(psn, job.window)
+        st = self.pool[job.slot_base + slot][s]
+        if st.psn != psn or st.count < job.workers or st.result is not None:
+            return []
+        return self._up(index, job, slot, s, st, retransmit=True)
 
     @staticmethod
     def _decode(job, a):
@@ -420,8 +520,9 @@ class SwitchModel:
                 return []
             pc.forwarded += 1
             return self._sent([(out[0], bytes(frame), mac_error)])
+        rank = next((j.up_worker for j in self.jobs if j is not None and j.up_port == port), SWITCH_RANK)
         v = proto.check_frame(frame, mac_error, nic_mac=self.mac, nic_ip=self.ip, udp_port=self.udp_port,
-                              rank=SWITCH_RANK)
+                              rank=rank)
         if not v.accepted:
             pc.parser_drops[v.reason] += 1
             return []
@@ -652,40 +753,86 @@ class SwitchRun:
     status: list                        # per rank: "ok" or "timeout"
     cycles: float                       # when the last worker finished (model time)
     workers: list                       # WorkerCounters per rank
-    uplinks: list                       # LinkCounters, rank -> switch
+    uplinks: list                       # LinkCounters, rank -> switch (its leaf in a tree)
     downlinks: list                     # LinkCounters, switch -> rank
-    switch: SwitchModel
-    jobs: list                          # the Job of each job table entry used
+    switch: SwitchModel                 # the switch (in a tree: the spine)
+    jobs: list                          # the Job of each job table entry used (in a tree: the spine's)
     frames: list = None                 # with record=True: (time, link, Agg) of every frame a link took in;
-                                        # link 2r is rank r's uplink, 2r + 1 its downlink
+                                        # link 2r is rank r's uplink, 2r + 1 its downlink; in a tree, link
+                                        # 2N + 2k is leaf k's trunk up to the spine, 2N + 2k + 1 the one down
+    leaves: list = None                 # a tree: the leaf switches (SwitchModel), leaf k's ranks tree_groups
+    trunk_up: list = None               # a tree: LinkCounters, leaf k -> spine
+    trunk_down: list = None             # a tree: LinkCounters, spine -> leaf k
 
 
 def simulate(inputs, codec="none", dtype="fp32", packet=256, window=DEFAULT_WINDOW, faults: Faults = None,
              link_bytes_per_cycle=40.0, latency=125, switch_latency=0, timeout=RETRANSMIT_TIMEOUT,
              backoff_max=BACKOFF_MAX, deadline=DEADLINE, dead=(), late=None, jobs=None, job_id=1, first=0, record=False,
-             max_cycles=None) -> SwitchRun:
+             max_cycles=None, leaves: int = None) -> SwitchRun:
     """Switch all-reduces of ``inputs`` (one array per rank; rank r on switch port r) through links of
     ``link_bytes_per_cycle`` and ``latency`` cycles with ``faults`` on every link. ``jobs``: the ranks of
     each job (default: one job of every rank); job k has id ``job_id + k`` and pool slots from
     ``k * window``, and all run at once. Ranks in ``dead`` never send; rank r in ``late`` starts
     ``late[r]`` cycles after the others. Model time only: frames take their wire time, the switch
-    ``switch_latency``, a worker none."""
+    ``switch_latency``, a worker none.
+
+    ``leaves`` = K: a two-level tree of one job: leaf switch k holds the ranks ``tree_groups(N, K)[k]`` on its
+    ports 0 .. m - 1 (worker p of its job is the p-th of them) and its trunk to the spine on port m; the spine
+    holds leaf k on its port k (worker k of its job). Every link, trunks included, has the same rate,
+    latency and faults."""
     x = _check(inputs, codec, dtype)
     n = len(x)
     faults = faults or Faults()
-    groups = [tuple(g) for g in (jobs or [range(n)])]
+    if leaves is not None and jobs is not None:
+        raise ValueError("a tree (leaves) runs one job: give leaves or jobs, not both")
+    groups = [tuple(g) for g in (jobs or [range(n)])] if leaves is None else tree_groups(n, leaves)
     flat = [r for g in groups for r in g]
     if sorted(flat) != sorted(set(flat)) or not set(flat) <= set(range(n)):
         raise ValueError(f"jobs must be disjoint lists of ranks in 0 .. {n - 1}, got {groups}")
-    switch = SwitchModel(max(n, MIN_SWITCH_PORTS), slots=window * len(groups), max_jobs=len(groups))
-    table = [Job(job_id + k, g, window, k * window, dtype, codec, packet) for k, g in enumerate(groups)]
     workers = [None] * n
-    for k, (job, g) in enumerate(zip(table, groups)):
-        switch.configure(k, job)
-        for w, r in enumerate(g):
-            workers[r] = WorkerModel(w, job, x[r], first, timeout, backoff_max, deadline)
-    up = [_Link(faults, 2 * r, link_bytes_per_cycle, latency) for r in range(n)]
-    down = [_Link(faults, 2 * r + 1, link_bytes_per_cycle, latency) for r in range(n)]
+    # the fabric: switches, and where each port and each rank sends (its link and the far end)
+    route, uplink_of, links = {}, {}, []
+
+    def link(index):
+        links.append(_Link(faults, index, link_bytes_per_cycle, latency))
+        return links[-1], index
+
+    up = [None] * n
+    down = [None] * n
+    if leaves is None:
+        switches = [SwitchModel(max(n, MIN_SWITCH_PORTS), slots=window * len(groups), max_jobs=len(groups))]
+        table = [Job(job_id + k, g, window, k * window, dtype, codec, packet) for k, g in enumerate(groups)]
+        for k, (job, g) in enumerate(zip(table, groups)):
+            switches[0].configure(k, job)
+            for w, r in enumerate(g):
+                workers[r] = WorkerModel(w, job, x[r], first, timeout, backoff_max, deadline)
+        for r in range(n):
+            up[r], down[r] = link(2 * r), link(2 * r + 1)
+            uplink_of[r] = (*up[r], (0, r))
+            route[(0, r)] = (*down[r], "worker", r)
+        trunks = []
+    else:
+        spine = SwitchModel(max(leaves, MIN_SWITCH_PORTS), slots=window, max_jobs=1)
+        table = [Job(job_id, tuple(range(leaves)), window, 0, dtype, codec, packet)]
+        spine.configure(0, table[0])
+        switches, trunks = [], []
+        for k, g in enumerate(groups):
+            leaf = SwitchModel(max(len(g) + 1, MIN_SWITCH_PORTS), slots=window, max_jobs=1,
+                               mac=f"02:00:00:00:00:{0xf0 + k:02x}", ip=f"10.0.1.{240 + k}")
+            job = Job(job_id, tuple(range(len(g))), window, 0, dtype, codec, packet,
+                      up_port=len(g), up_job=job_id, up_worker=k)
+            leaf.configure(0, job)
+            switches.append(leaf)
+            for p, r in enumerate(g):
+                workers[r] = WorkerModel(p, job, x[r], first, timeout, backoff_max, deadline)
+                up[r], down[r] = link(2 * r), link(2 * r + 1)
+                uplink_of[r] = (*up[r], (k, p))
+                route[(k, p)] = (*down[r], "worker", r)
+            t_up, t_down = link(2 * n + 2 * k), link(2 * n + 2 * k + 1)
+            trunks.append((t_up[0], t_down[0]))
+            route[(k, len(g))] = (*t_up, "switch", (leaves, k))
+            route[(leaves, k)] = (*t_down, "switch", (k, len(g)))
+        switches.append(spine)
     frames = [] if record else None
     events, seq = [], 0
 
@@ -694,16 +841,17 @@ def simulate(inputs, codec="none", dtype="fp32", packet=256, window=DEFAULT_WIND
         heapq.heappush(events, (t, seq, kind, who, item, bad))
         seq += 1
 
-    def send(link, index, now, a, kind, who):
+    def send(lk, index, now, a, kind, who):
         if record:
             frames.append((now, index, a))
-        for t, bad in link.send(now, a.wire_bytes() - WIRE_OVERHEAD_BYTES, a.wire_bytes()):
+        for t, bad in lk.send(now, a.wire_bytes() - WIRE_OVERHEAD_BYTES, a.wire_bytes()):
             push(t, kind, who, a, bad)
 
     def to_switch(r, now, aggs):
+        lk, index, at = uplink_of[r]
         for a in aggs:
-            send(up[r], 2 * r, now, a, "switch", r)
-            workers[r].departed(a, up[r].departed)
+            send(lk, index, now, a, "switch", at)
+            workers[r].departed(a, lk.departed)
         t = workers[r].next_timer()
         if t is not None:
             push(t, "timer", r)
@@ -723,12 +871,13 @@ def simulate(inputs, codec="none", dtype="fp32", packet=256, window=DEFAULT_WIND
         if kind == "start":
             to_switch(who, now, workers[who].start(now))
         elif kind == "switch":
+            sw, port = who
             if bad:
-                switch.port_counters[who].frames_in += 1
-                switch.port_counters[who].parser_drops["mac_error"] += 1
+                switches[sw].port_counters[port].frames_in += 1
+                switches[sw].port_counters[port].parser_drops["mac_error"] += 1
                 continue
-            for port, res in switch.contribute(who, item):
-                send(down[port], 2 * port + 1, now + switch_latency, res, "worker", port)
+            for out, res in switches[sw].contribute(port, item):
+                send(*route[(sw, out)][:2], now + switch_latency, res, *route[(sw, out)][2:])
         elif kind == "worker":
             w = workers[who]
             if bad:
@@ -745,11 +894,14 @@ def simulate(inputs, codec="none", dtype="fp32", packet=256, window=DEFAULT_WIND
     results = np.stack([w.result if w else np.zeros(x[0].size, np.uint32) for w in workers])
     return SwitchRun(results.view(np.float32 if dtype == "fp32" else np.int32),
                      [w.status or "timeout" if w else None for w in workers], now,
-                     [w.counters if w else None for w in workers], [u.counters for u in up],
-                     [d.counters for d in down], switch, table, frames)
+                     [w.counters if w else None for w in workers], [u[0].counters for u in up],
+                     [d[0].counters for d in down], switches[-1], table, frames,
+                     switches[:-1] if leaves is not None else None,
+                     [t[0].counters for t in trunks] if trunks else None,
+                     [t[1].counters for t in trunks] if trunks else None)
 
 
-__all__ = ["SWITCH_MAC", "SWITCH_IP", "ROUND_TRIP_EXTRA", "allreduce", "reduce_bits", "bound_cycles", "chosen_window",
+__all__ = ["SWITCH_MAC", "SWITCH_IP", "ROUND_TRIP_EXTRA", "tree_groups", "allreduce", "reduce_bits", "bound_cycles", "chosen_window",
            "PacketPlan", "packets",
            "Agg", "Job", "SlotSet", "JobCounters", "PortCounters", "SwitchModel", "WorkerCounters",
            "WorkerModel", "Faults", "LinkCounters", "SwitchRun", "simulate"]

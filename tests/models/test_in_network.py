@@ -370,3 +370,146 @@ def test_the_chosen_window_covers_the_round_trip():
         per = max((74 + nm.codec_bytes(c, 256) + 24) / 40.0, 256 / (w // 32))
         covers = win * per >= 3 * (250 + inn.ROUND_TRIP_EXTRA) > win / 2 * per
         assert win * per < inn.RETRANSMIT_TIMEOUT and (covers or win == 32 or 2 * win * per >= inn.RETRANSMIT_TIMEOUT)
+
+
+# -- two levels: leaf switches and a spine ---------------------------------------------------------------
+def test_tree_groups_split_the_ranks_evenly():
+    assert inn.tree_groups(8, 2) == [(0, 1, 2, 3), (4, 5, 6, 7)]
+    assert inn.tree_groups(7, 3) == [(0, 1, 2), (3, 4), (5, 6)]
+    for bad in (1, 9, 2.0, True):
+        with pytest.raises(ValueError, match="leaves must be"):
+            inn.tree_groups(8, bad)
+
+
+@pytest.mark.parametrize("codec", names(Codec))
+def test_a_tree_rounds_once_per_level(rng, codec):
+    """Leaf k's partial is what one switch gives its members; the spine sums the partials the same way.
+    Each level is independent of order: permuting the ranks within a leaf changes nothing."""
+    x = [(rng.standard_normal(512) * 2.0 ** rng.integers(-8, 8, 512)).astype(np.float32) for _ in range(7)]
+    got = inn.allreduce(x, codec, leaves=3)
+    partials = [_bits(inn.allreduce([x[r] for r in g], codec)[0]) for g in inn.tree_groups(7, 3)]
+    want = _bits(inn.allreduce([nm.from_bits(p) for p in partials], codec)[0])
+    assert all(np.array_equal(_bits(r), want) for r in got)
+    shuffled = [x[2], x[0], x[1], x[4], x[3], x[6], x[5]]
+    assert np.array_equal(_bits(inn.allreduce(shuffled, codec, leaves=3)), _bits(got))
+    if codec == "none":             # two roundings: not the flat sum in general
+        assert not np.array_equal(_bits(got[0]), _bits(inn.allreduce(x, codec)[0]))
+
+
+@pytest.mark.parametrize("codec", names(Codec))
+def test_a_codec_reencodes_its_own_output_unchanged(rng, codec):
+    """A leaf takes the spine's result as values and sends it on encoded again: Q(D(q)) = q must hold for
+    every q the switch makes (blocks of every magnitude, zeros, subnormals, Inf and NaN)."""
+    x = (rng.standard_normal(4096) * 2.0 ** rng.integers(-140, 120, 4096)).astype(np.float32)
+    x[:16] = 0
+    x[16:32] = np.float32(1e-40)
+    x[32], x[48] = np.inf, np.nan
+    q = nm.compress(x, codec)
+    assert nm.compress(nm.decompress(q, codec, x.size), codec) == q
+
+
+def _leaf(window=2):
+    """A leaf: workers on ports 0 and 1, its trunk on port 2 (worker 3 of spine job 9)."""
+    sw = inn.SwitchModel(3, slots=4)
+    sw.configure(0, inn.Job(7, (0, 1), window, packet=16, up_port=2, up_job=9, up_worker=3))
+    return sw
+
+
+def _from_spine(g, values, seq, prev=0, window=2, opcode=FrameOpcode.aggregated, job=9, worker=3):
+    slot, s = slot_of(g, window)
+    payload = np.asarray(values, np.float32).tobytes() if opcode == FrameOpcode.aggregated else b""
+    return inn.Agg(opcode, job, worker, slot, s, g, 16 * g, 16, Codec.none, Dtype.fp32, payload, seq=seq, prev=prev)
+
+
+def test_a_leaf_sends_its_round_up_and_multicasts_the_spines_result():
+    sw = _leaf()
+    a, b = np.full(16, 1.0, np.float32), np.full(16, 2.0, np.float32)
+    assert sw.contribute(0, _contribution(0, 0, a)) == []
+    up = sw.contribute(1, _contribution(1, 0, b))
+    assert [p for p, _ in up] == [2]                                        # the partial, to the spine only
+    u = up[0][1]
+    assert (u.opcode, u.job, u.worker, u.psn, u.retransmit) == (FrameOpcode.aggregate, 9, 3, 0, False)
+    assert np.frombuffer(u.payload, np.float32).tolist() == [3.0] * 16
+    # a member's resend while the spine has not answered: the partial goes up again (a resend)
+    again = sw.contribute(0, _contribution(0, 0, a, retransmit=True))
+    assert [p for p, _ in again] == [2] and again[0][1].retransmit and again[0][1].payload == u.payload
+    assert again[0][1].seq == u.seq + 1 and again[0][1].prev == 0          # numbered on the trunk
+    # the spine's result: multicast to the members, kept; a second copy is dropped
+    out = sw.contribute(2, _from_spine(0, np.full(16, 10.0), seq=0))
+    assert [p for p, _ in out] == [0, 1] and [r.worker for _, r in out] == [0, 1]
+    assert all(r.job == 7 and r.opcode == FrameOpcode.aggregated and
+               np.frombuffer(r.payload, np.float32).tolist() == [10.0] * 16 for _, r in out)
+    assert sw.contribute(2, _from_spine(0, np.full(16, 10.0), seq=1)) == [] and sw.drops["duplicate"] == 1
+    # now a member's resend is answered here, with the spine's result
+    uni = sw.contribute(1, _contribution(1, 0, b, retransmit=True))
+    assert [p for p, _ in uni] == [1] and uni[0][1].retransmit and uni[0][1].payload == out[0][1].payload
+    jc = sw.job_counters[0]
+    assert (jc.absorbed, jc.completed, jc.up, jc.down, jc.unicast) == (2, 1, 2, 1, 1)
+
+
+def test_a_leaf_resends_what_the_spine_asks_for_or_a_result_gap_shows():
+    sw = _leaf(window=4)
+    for g in range(3):
+        for w in (0, 1):
+            sw.contribute(w, _contribution(w, g, np.full(16, g + w, np.float32), window=4))
+    assert sw.job_counters[0].up == 3
+    # an agg_nack for round 1: its partial again; for a round the leaf does not hold: nothing
+    nack = sw.contribute(2, _from_spine(1, [], seq=0, window=4, opcode=FrameOpcode.agg_nack))
+    assert [(p, r.psn, r.retransmit) for p, r in nack] == [(2, 1, True)]
+    assert sw.contribute(2, _from_spine(5, [], seq=0, window=4, opcode=FrameOpcode.agg_nack)) == []
+    # results 0 and 2 come, 1 (seq 1) was lost: the gap sends partial 1 up before 2 is multicast
+    sw.contribute(2, _from_spine(0, np.zeros(16), seq=0, window=4))
+    out = sw.contribute(2, _from_spine(2, np.zeros(16), seq=2, prev=1, window=4))
+    assert [(p, r.opcode, r.psn) for p, r in out] == [(2, FrameOpcode.aggregate, 1),
+                                                      (0, FrameOpcode.aggregated, 2), (1, FrameOpcode.aggregated, 2)]
+
+
+@pytest.mark.parametrize("case, reason", [
+    (dict(port=1), AggDrop.opcode),                     # a result on a member's port: no spine there
+    (dict(job=8), AggDrop.unknown_job),
+    (dict(worker=2), AggDrop.not_member),
+    (dict(g=1), AggDrop.stale),                         # a round the leaf has not sent up
+])
+def test_unexpected_results_from_the_spine_are_dropped_and_counted(case, reason):
+    sw = _leaf()
+    for w in (0, 1):
+        sw.contribute(w, _contribution(w, 0, np.ones(16, np.float32)))
+    port = case.pop("port", 2)
+    a = _from_spine(case.pop("g", 0), np.ones(16), seq=0, **case)
+    assert sw.contribute(port, a) == [] and sw.drops[reason.name] == 1
+    assert sw.pool[0][0].result is None
+
+
+def test_a_leafs_job_needs_its_up_port_apart_from_its_workers():
+    with pytest.raises(ValueError, match="up port"):
+        inn.Job(1, (0, 1), 2, up_port=1)
+    with pytest.raises(ValueError, match="up port 5 does not exist"):
+        inn.SwitchModel(3).configure(0, inn.Job(1, (0, 1), 2, up_port=5))
+
+
+def test_a_leaf_parses_the_spines_frames_as_its_worker():
+    """The spine addresses its results to the leaf's worker index in its job (dst_rank), not SWITCH_RANK."""
+    sw = _leaf()
+    for w in (0, 1):
+        sw.contribute(w, _contribution(w, 0, np.ones(16, np.float32)))
+    f = _from_spine(0, np.full(16, 4.0), seq=0).frame("02:00:00:00:00:fe", sw.mac, "10.0.1.254", sw.ip)
+    outs = sw.receive(2, f)
+    assert [p for p, _, _ in outs] == [0, 1]
+    assert sw.receive(0, f) == [] and sw.port_counters[0].parser_drops["dst_rank"] == 1
+
+
+@pytest.mark.parametrize("codec", ["none", "bfp8"])
+def test_a_tree_is_bit_exact_under_faults(rng, codec):
+    x = [rng.standard_normal(3000).astype(np.float32) for _ in range(6)]
+    want = _bits(inn.allreduce(x, codec, leaves=2))
+    clean = inn.simulate(x, codec, window=8, leaves=2)
+    assert clean.status == ["ok"] * 6 and np.array_equal(_bits(clean.results), want)
+    assert [leaf.job_counters[0].up for leaf in clean.leaves] == [12, 12] and sum(w.retransmitted for w in clean.workers) == 0
+    trunk_losses = 0
+    for seed in (1, 2, 3):
+        r = inn.simulate(x, codec, window=8, leaves=2, faults=inn.Faults(drop=0.05, dup=0.02, corrupt=0.02, seed=seed))
+        assert r.status == ["ok"] * 6 and np.array_equal(_bits(r.results), want)
+        trunk_losses += sum(c.dropped + c.corrupted for c in r.trunk_up + r.trunk_down)
+    assert trunk_losses > 0                                                 # the trunks lost frames too
+    with pytest.raises(ValueError, match="not both"):
+        inn.simulate(x, leaves=2, jobs=[[0, 1, 2], [3, 4, 5]])
