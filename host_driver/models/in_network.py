@@ -312,7 +312,6 @@ class SwitchModel:
         self.rx_seq = [None] * ports    # per port: the newest contribution's seq (None: none since reset)
         self.tx_seq = [0] * ports       # per port: the seq of the next result sent there
         self.tx_prev = [0] * ports      # per port: the psn of the result sent there last
-        self.up_rx_seq = [None] * ports     # per up port: the newest result's seq from the spine
 
     def configure(self, index: int, job: Job = None):
         """Write (or with None, disable) job table entry ``index``; a written job starts with its slots
@@ -337,8 +336,6 @@ class SwitchModel:
                 raise ValueError(f"job {job.job}: up port {job.up_port} does not exist ({self.ports} ports)")
             for s in range(job.slot_base, job.slot_base + job.window):
                 self.pool[s] = [SlotSet(), SlotSet()]
-            if job.up_port is not None:
-                self.up_rx_seq[job.up_port] = None
         self.jobs[index] = job
         self.job_counters[index] = JobCounters()
 
@@ -443,13 +440,13 @@ class SwitchModel:
                                   st.collective))]
 
     def _from_spine(self, port: int, a: Agg) -> list:
-        """A frame from the spine on a leaf job's up port: its result for a round this leaf sent up (taken
-        once, kept to answer the members' resends, and multicast to them), or an ``agg_nack`` (the partial
-        goes up again). The spine's results are numbered like a worker's: one missing before this one was
-        lost, and the leaf sends its partial of it again."""
+        """A frame from the spine on a leaf job's up port: its result for a round this leaf sent up is taken
+        once, kept to answer the members' resends, and multicast to them. Anything else is dropped and
+        counted, an ``agg_nack`` included (a lost partial is sent again when a member's timer resends its
+        contribution: docs/in_network.md, "Two levels")."""
         leaf = [i for i, j in enumerate(self.jobs) if j is not None and j.up_port == port]
-        if not leaf:                        # no spine behind this port: a switch takes only contributions
-            return self._drop(AggDrop.opcode)
+        if not leaf or a.opcode != FrameOpcode.aggregated:      # a switch takes contributions, and results
+            return self._drop(AggDrop.opcode)                   # from the spine on an up port
         index = next((i for i in leaf if self.jobs[i].up_job == a.job), None)
         if index is None:
             return self._drop(AggDrop.unknown_job)
@@ -460,33 +457,18 @@ class SwitchModel:
             return self._drop(AggDrop.dtype, index)
         if a.slot >= job.window:
             return self._drop(AggDrop.slot_range, index)
-        if a.opcode == FrameOpcode.agg_nack:
-            return self._resend_up(index, job, a.psn)
-        asked = []
-        last, self.up_rx_seq[port] = self.up_rx_seq[port], a.seq
-        gap = None if last is None else seq_gap(last, a.seq)
-        if gap is not None and gap < 0:
-            self.up_rx_seq[port] = last
-        if gap == 1:
-            asked = self._resend_up(index, job, a.prev)
+        if a.count > job.packet:
+            return self._drop(AggDrop.count, index)
         st = self.pool[job.slot_base + a.slot][a.set]
         if st.psn != a.psn or st.count < job.workers:
-            return asked + self._drop(AggDrop.stale, index)
+            return self._drop(AggDrop.stale, index)
         if a.offset != st.offset or a.count != st.elements:
-            return asked + self._drop(AggDrop.count, index)
+            return self._drop(AggDrop.count, index)
         if st.result is not None:
-            return asked + self._drop(AggDrop.duplicate, index)
+            return self._drop(AggDrop.duplicate, index)
         st.result = a.payload
         jc.down += 1
-        return asked + self._multicast(job, a.slot, a.set, st)
-
-    def _resend_up(self, index, job, psn) -> list:
-        """The partial of round ``psn`` up again, if this leaf holds it and has no result for it yet."""
-        slot, s = slot_of(psn, job.window)
-        st = self.pool[job.slot_base + slot][s]
-        if st.psn != psn or st.count < job.workers or st.result is not None:
-            return []
-        return self._up(index, job, slot, s, st, retransmit=True)
+        return self._multicast(job, a.slot, a.set, st)
 
     @staticmethod
     def _decode(job, a):

@@ -447,21 +447,15 @@ def test_a_leaf_sends_its_round_up_and_multicasts_the_spines_result():
     assert (jc.absorbed, jc.completed, jc.up, jc.down, jc.unicast) == (2, 1, 2, 1, 1)
 
 
-def test_a_leaf_resends_what_the_spine_asks_for_or_a_result_gap_shows():
+def test_a_leaf_drops_the_spines_nacks_and_leaves_trunk_losses_to_the_members_timers():
     sw = _leaf(window=4)
-    for g in range(3):
-        for w in (0, 1):
-            sw.contribute(w, _contribution(w, g, np.full(16, g + w, np.float32), window=4))
-    assert sw.job_counters[0].up == 3
-    # an agg_nack for round 1: its partial again; for a round the leaf does not hold: nothing
-    nack = sw.contribute(2, _from_spine(1, [], seq=0, window=4, opcode=FrameOpcode.agg_nack))
-    assert [(p, r.psn, r.retransmit) for p, r in nack] == [(2, 1, True)]
-    assert sw.contribute(2, _from_spine(5, [], seq=0, window=4, opcode=FrameOpcode.agg_nack)) == []
-    # results 0 and 2 come, 1 (seq 1) was lost: the gap sends partial 1 up before 2 is multicast
-    sw.contribute(2, _from_spine(0, np.zeros(16), seq=0, window=4))
-    out = sw.contribute(2, _from_spine(2, np.zeros(16), seq=2, prev=1, window=4))
-    assert [(p, r.opcode, r.psn) for p, r in out] == [(2, FrameOpcode.aggregate, 1),
-                                                      (0, FrameOpcode.aggregated, 2), (1, FrameOpcode.aggregated, 2)]
+    for w in (0, 1):
+        sw.contribute(w, _contribution(w, 1, np.ones(16, np.float32), window=4))
+    assert sw.contribute(2, _from_spine(1, [], seq=0, window=4, opcode=FrameOpcode.agg_nack)) == []
+    assert sw.drops["opcode"] == 1 and sw.job_counters[0].up == 1
+    # a member's timer resends: the partial goes up again
+    out = sw.contribute(1, _contribution(1, 1, np.ones(16, np.float32), window=4, retransmit=True))
+    assert [(p, r.opcode, r.psn, r.retransmit) for p, r in out] == [(2, FrameOpcode.aggregate, 1, True)]
 
 
 @pytest.mark.parametrize("case, reason", [
