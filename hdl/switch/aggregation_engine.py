@@ -27,6 +27,7 @@ SlotState = data.StructLayout({
     "offset": 32,
     "elements": range(MAX_P + 1),
     "collective": 16,
+    "up": 1,                            # a leaf's round, complete and sent up: waiting for the spine's result
 })
 
 
@@ -36,6 +37,7 @@ def result_layout(ports: int) -> data.StructLayout:
         "job": JOB_BITS, "job_id": 16, "slot": 16, "set": 1, "psn": 32, "offset": 32,
         "count": range(MAX_P + 1), "collective": 16, "codec": Codec, "dtype": Dtype, "retransmit": 1,
         "dest": ports,
+        "up": 1,                        # a leaf's partial: a contribution to the spine (on its up port)
     })
 
 
@@ -48,6 +50,7 @@ ROOM_MARGIN = 5
 #: what happened to one contribution, for the counters: ``reason`` is PASS unless it was dropped
 EngineEvent = data.StructLayout({
     "valid": 1, "job": JOB_BITS, "absorbed": 1, "completed": 1, "unicast": 1, "reason": range(PASS + 1),
+    "up": 1, "down": 1,                 # a leaf: a partial sent up; the spine's result taken
 })
 
 
@@ -61,6 +64,10 @@ class AggregationEngine(wiring.Component):
       (decoded), W/32 elements a beat, the last one partial.
     * Decision (docs/in_network.md, the second table): start a round, absorb, unicast the stored result,
       or drop (``stale``, ``busy``, ``count``, ``duplicate``); one :data:`EngineEvent` per contribution.
+    * A leaf's job (docs/in_network.md, "Two levels"): a complete round's result goes to the up port as
+      the leaf's contribution (the set waits for the spine: ``up``), and so does a member's copy while it
+      waits; the spine's result (a record with ``down``) is written into the set's accumulator as a fresh
+      term (exact: it rounds to itself) and multicast to the members, and the set answers copies after.
     * The sum of each element is exact (:class:`~hdl.arith.exact_adder.ExactAdderLane`, read-add-write
       of the accumulator memory, one beat a cycle); a round's result is rounded once
       (:class:`~hdl.arith.exact_rounder.ExactRounderLane`) as the completing contribution passes, and
@@ -154,8 +161,17 @@ class AggregationEngine(wiring.Component):
         complete_now = st.count >= n
         R = AggDrop
         reason = Signal(range(PASS + 1))
-        start, absorb, unicast = Signal(), Signal(), Signal()
-        with m.If(newer):
+        start, absorb, unicast, load = Signal(), Signal(), Signal(), Signal()
+        with m.If(meta.down):                       # the spine's result for a round this leaf sent up
+            with m.If(~same | ~complete_now):
+                m.d.comb += reason.eq(R.stale)
+            with m.Elif((meta.offset != st.offset) | (meta.count != st.elements)):
+                m.d.comb += reason.eq(R.count)
+            with m.Elif(~st.up):
+                m.d.comb += reason.eq(R.duplicate)
+            with m.Else():
+                m.d.comb += [reason.eq(PASS), load.eq(1)]
+        with m.Elif(newer):
             with m.If(st.valid & ~complete_now):
                 m.d.comb += reason.eq(R.busy)
             with m.Else():
@@ -173,14 +189,22 @@ class AggregationEngine(wiring.Component):
             m.d.comb += [reason.eq(PASS), absorb.eq(1)]
         completes = Signal()
         m.d.comb += completes.eq(Mux(start, n == 1, absorb & (st.count + 1 == n)))
-        emits = completes | unicast
+        emits = completes | unicast | load
+        # to the spine: a leaf's round as it completes, and a member's copy while the spine has not answered
+        goes_up = Signal()
+        m.d.comb += goes_up.eq(completes & job.up | unicast & st.up)
+        writes = start | absorb | load
         new_state = Signal(SlotState)
         with m.If(start):
             m.d.comb += [new_state.valid.eq(1), new_state.psn.eq(meta.psn), new_state.bitmap.eq(bit),
                          new_state.count.eq(1), new_state.offset.eq(meta.offset),
-                         new_state.elements.eq(meta.count), new_state.collective.eq(meta.collective)]
+                         new_state.elements.eq(meta.count), new_state.collective.eq(meta.collective),
+                         new_state.up.eq(completes & job.up)]
+        with m.Elif(load):
+            m.d.comb += [new_state.eq(st), new_state.up.eq(0)]
         with m.Else():
-            m.d.comb += [new_state.eq(st), new_state.bitmap.eq(st.bitmap | bit), new_state.count.eq(st.count + 1)]
+            m.d.comb += [new_state.eq(st), new_state.bitmap.eq(st.bitmap | bit), new_state.count.eq(st.count + 1),
+                         new_state.up.eq(completes & job.up)]
 
         # results waiting for the result bus: room for two whole packets (the one passing and the one decided
         # ahead of it) and the rounder's pipeline first
@@ -246,7 +270,7 @@ class AggregationEngine(wiring.Component):
             m.d.comb += [st_w.addr.eq(act_addr), st_w.data.eq(act_new), st_w.en.eq(1)]
 
         new_mode = Signal(Mode)
-        m.d.comb += [new_mode.emit.eq(emits), new_mode.write.eq(start | absorb), new_mode.fresh.eq(start),
+        m.d.comb += [new_mode.emit.eq(emits), new_mode.write.eq(writes), new_mode.fresh.eq(start | load),
                      new_mode.read.eq(absorb | unicast), new_mode.base.eq(set_addr * beats),
                      new_mode.is_int.eq(meta.dtype == Dtype.int32)]
         free = ~streaming | ends                    # the payload slot is free from the next cycle
@@ -261,17 +285,19 @@ class AggregationEngine(wiring.Component):
         with m.If(decide):
             m.d.comb += self.s_meta.ready.eq(1)
             m.d.sync += [act_event.eq(1), act_ev.job.eq(meta.job), act_ev.absorbed.eq(start | absorb),
-                         act_ev.completed.eq(completes), act_ev.unicast.eq(unicast), act_ev.reason.eq(reason),
-                         act_state.eq(start | absorb), act_addr.eq(set_addr), act_new.eq(new_state),
+                         act_ev.completed.eq(completes), act_ev.unicast.eq(unicast & ~st.up),
+                         act_ev.reason.eq(reason), act_ev.up.eq(goes_up), act_ev.down.eq(load),
+                         act_state.eq(writes), act_addr.eq(set_addr), act_new.eq(new_state),
                          act_result.eq(emits),
-                         fw_valid.eq(1), fw_addr.eq(set_addr), fw_state.eq(Mux(start | absorb, new_state, st))]
+                         fw_valid.eq(1), fw_addr.eq(set_addr), fw_state.eq(Mux(writes, new_state, st))]
             r = Signal(self.result)
-            m.d.comb += [r.job.eq(meta.job), r.job_id.eq(meta.job_id), r.slot.eq(meta.slot),
+            m.d.comb += [r.job.eq(meta.job), r.job_id.eq(job.job), r.slot.eq(meta.slot),
                          r.set.eq(meta.set), r.psn.eq(Mux(start, meta.psn, st.psn)),
                          r.offset.eq(meta.offset), r.count.eq(meta.count),
                          r.collective.eq(Mux(start, meta.collective, st.collective)),
-                         r.codec.eq(meta.codec), r.dtype.eq(meta.dtype), r.retransmit.eq(unicast),
-                         r.dest.eq(Mux(unicast, 1 << meta.port, member_mask(m, job, self.ports, "dest")))]
+                         r.codec.eq(meta.codec), r.dtype.eq(meta.dtype), r.retransmit.eq(unicast), r.up.eq(goes_up),
+                         r.dest.eq(Mux(goes_up, 1 << job.up_port,
+                                       Mux(unicast, 1 << meta.port, member_mask(m, job, self.ports, "dest"))))]
             m.d.sync += act_r.eq(r)
             with m.If(free):
                 m.d.sync += [mode.eq(new_mode), streaming.eq(1), b.eq(0)]

@@ -33,6 +33,8 @@ def stats_layout(ports: int, max_jobs: int) -> data.StructLayout:
         "job_completed": data.ArrayLayout(32, max_jobs),
         "job_unicast": data.ArrayLayout(32, max_jobs),
         "job_nacks": data.ArrayLayout(32, max_jobs),               # lost contributions asked for again
+        "job_up": data.ArrayLayout(32, max_jobs),                  # a leaf: partials sent up (resends too)
+        "job_down": data.ArrayLayout(32, max_jobs),                # a leaf: the spine's results taken
         "job_drops": data.ArrayLayout(per_reason, max_jobs),
     })
 
@@ -182,6 +184,7 @@ class AggregationSwitch(wiring.Component):
             m.d.sync += [st.job_absorbed[j].eq(st.job_absorbed[j] + count("absorbed")),
                          st.job_completed[j].eq(st.job_completed[j] + count("completed")),
                          st.job_unicast[j].eq(st.job_unicast[j] + count("unicast")),
+                         st.job_up[j].eq(st.job_up[j] + count("up")), st.job_down[j].eq(st.job_down[j] + count("down")),
                          st.job_nacks[j].eq(st.job_nacks[j] + sum((ig.nack_event.valid & (ig.nack_event.job == j))
                                                                   .as_unsigned() for ig in ingress))]
             for r in AggDrop:

@@ -9,7 +9,7 @@ from contract.enums import AggDrop, Codec, Dtype, FrameFlag, FrameOpcode
 from contract.in_network import MAX_SWITCH_JOBS
 from contract.protocol import MAX_P
 from hdl.packet.headers import AinicHeader
-from hdl.switch.job_table import POOL_BITS, PORT_BITS, WORKER_BITS, JobEntry, job_hits
+from hdl.switch.job_table import POOL_BITS, PORT_BITS, WORKER_BITS, JobEntry, first_hit
 
 MAX_JOBS = MAX_SWITCH_JOBS
 JOB_BITS = (MAX_JOBS - 1).bit_length()
@@ -30,6 +30,7 @@ Contribution = data.StructLayout({
     "port": PORT_BITS,
     "codec": Codec,
     "dtype": Dtype,
+    "down": 1,                          # the spine's result for a leaf's round (on the job's up port)
 })
 
 #: ``reason`` when every check passed
@@ -38,7 +39,9 @@ PASS = len(AggDrop)
 
 class ContributionCheck(wiring.Component):
     """``reason``: the first failing check of docs/in_network.md's decision table, rows 1-6 (an
-    ``AggDrop``: opcode, unknown_job, not_member, dtype, slot_range, count), or :data:`PASS`; ``record``:
+    ``AggDrop``: opcode, unknown_job, not_member, dtype, slot_range, count), or :data:`PASS`. A result
+    (``aggregated``) on a leaf job's up port is the spine's (docs/in_network.md, "Two levels"): its job is
+    the entry whose ``up_job`` it names, its worker must be the entry's ``up_worker``. ``record``:
     the contribution's routing record, both :data:`LATENCY` cycle after ``header``, ``port`` and ``jobs``.
     The job table has ``max_jobs`` entries, each checked beside the others into a register (whether it is
     the frame's job, each check's verdict against it, its pool slot); the cycle after, the matching entry's
@@ -72,9 +75,14 @@ class ContributionCheck(wiring.Component):
 
         r = self.record
         codec_bits, dtype_bits = len(Value.cast(r.codec)), len(Value.cast(r.dtype))
-        hit = entry_regs("hit", job_hits(m, jobs, h.job, "job"))
+        down = h.opcode == FrameOpcode.aggregated       # a spine's result, if an up port is this one
+        up_here = [j.enable & j.up & (j.up_port == self.port) for j in jobs]
+        hit = entry_regs("hit", first_hit(m, [Mux(down, u & (j.up_job == h.job), j.enable & (j.job == h.job))
+                                              for u, j in zip(up_here, jobs)], "job"))
+        spine = entry_regs("spine", [Cat(*up_here).any()])[0]      # an up port: results are taken here
         window_bad = entry_regs("window_bad", [h.slot >= (Const(1, 9) << j.window_log2) for j in jobs])
-        member = entry_regs("member", [(h.worker < j.workers) & (j.ports[h.worker[:WORKER_BITS]] == self.port)
+        member = entry_regs("member", [Mux(down, h.worker == j.up_worker,
+                                           (h.worker < j.workers) & (j.ports[h.worker[:WORKER_BITS]] == self.port))
                                        for j in jobs])
         dtype_bad = entry_regs("dtype_bad", [(h.dtype != j.dtype) | (h.codec != j.codec) for j in jobs])
         count_bad = entry_regs("count_bad", [h.count > j.packet for j in jobs])
@@ -97,7 +105,7 @@ class ContributionCheck(wiring.Component):
 
         found = Cat(*hit).any()
         fails = [
-            (R.opcode, hq.opcode != FrameOpcode.aggregate),
+            (R.opcode, (hq.opcode != FrameOpcode.aggregate) & ~((hq.opcode == FrameOpcode.aggregated) & spine)),
             (R.unknown_job, ~found),
             (R.not_member, ~chosen(member, 1)),
             (R.dtype, chosen(dtype_bad, 1)),
@@ -117,5 +125,6 @@ class ContributionCheck(wiring.Component):
             r.workers.eq(chosen(workers, len(r.workers))), r.port.eq(port),
             r.codec.eq(chosen(codecs, codec_bits)),
             r.dtype.eq(chosen(dtypes, dtype_bits)),
+            r.down.eq(hq.opcode == FrameOpcode.aggregated),
         ]
         return m

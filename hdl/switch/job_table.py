@@ -12,7 +12,10 @@ WORKER_BITS = (MAX_JOB_WORKERS - 1).bit_length()           # 4
 WINDOW_LOG2_BITS = MAX_WINDOW.bit_length().bit_length()    # window_log2 in 0 .. 8
 
 #: one job (docs/in_network.md, "The switch"): worker w is behind port ``ports[w]``; its window of
-#: 2**window_log2 slots starts at pool slot ``slot_base``; packets of at most ``packet`` elements
+#: 2**window_log2 slots starts at pool slot ``slot_base``; packets of at most ``packet`` elements. With
+#: ``up``, a leaf's job (docs/in_network.md, "Two levels"): a complete round goes to port ``up_port`` as
+#: worker ``up_worker``'s contribution to job ``up_job`` of the spine behind it, and the spine's result is
+#: what the members get
 JobEntry = data.StructLayout({
     "enable": 1,
     "job": 16,
@@ -23,18 +26,24 @@ JobEntry = data.StructLayout({
     "dtype": Dtype,
     "codec": Codec,
     "packet": range(MAX_P + 1),
+    "up": 1,
+    "up_port": PORT_BITS,
+    "up_job": 16,
+    "up_worker": WORKER_BITS,
 })
 
 
 def job_entry_value(job: int, ports, window: int, slot_base: int, dtype, codec, packet: int,
-                    enable: bool = True) -> int:
+                    enable: bool = True, up_port: int = None, up_job: int = 0, up_worker: int = 0) -> int:
     """A JobEntry as the integer its port takes: job id ``job``, worker w behind ``ports[w]``, a window of
-    ``window`` slots (a power of two) from pool slot ``slot_base``, and its dtype, codec and packet size."""
+    ``window`` slots (a power of two) from pool slot ``slot_base``, and its dtype, codec and packet size;
+    a leaf's job: its ``up_port``, the spine's job ``up_job`` and its worker index there ``up_worker``."""
     ports = list(ports)
     return JobEntry.const({
         "enable": int(enable), "job": job, "workers": len(ports), "ports": ports + [0] * (MAX_JOB_WORKERS - len(ports)),
         "window_log2": window.bit_length() - 1, "slot_base": slot_base, "dtype": Dtype(dtype), "codec": Codec(codec),
-        "packet": packet,
+        "packet": packet, "up": int(up_port is not None), "up_port": up_port or 0, "up_job": up_job,
+        "up_worker": up_worker,
     }).as_value().value
 
 
@@ -55,10 +64,9 @@ def worker_of_port(m, entry, port, name: str):
     return w
 
 
-def job_hits(m, jobs, job_id, name: str) -> list:
-    """One-hot: which entry of ``jobs`` (an array of JobEntry) holds this job id (the first enabled one)."""
-    match = [j.enable & (j.job == job_id) for j in jobs]
-    hits = [Signal(name=f"{name}_hit{i}") for i in range(len(jobs))]
+def first_hit(m, match: list, name: str) -> list:
+    """One-hot: the first of the ``match`` conditions (one per job table entry) that holds."""
+    hits = [Signal(name=f"{name}_hit{i}") for i in range(len(match))]
     for i, hit in enumerate(hits):
         m.d.comb += hit.eq(match[i] & ~Cat(0, *match[:i]).any())
     return hits

@@ -22,7 +22,8 @@ class SwitchEgress(wiring.Component):
     queued, built into ``aggregated`` frames to the address behind the port (``cfg_port_mac``,
     ``cfg_port_ip``; docs/in_network.md, "The wire": ``worker`` and ``dst_rank`` are the index of the
     job's worker behind this port) and sent on ``m_axis``, a frame at a time, taking turns with the frames
-    forwarded to this port (``s_fwd``, with their ``tuser``).
+    forwarded to this port (``s_fwd``, with their ``tuser``). A record marked ``up`` (a leaf's partial)
+    becomes an ``aggregate`` frame to the spine: job ``up_job``, worker and ``src_rank`` ``up_worker``.
 
     * ``s_nack``: contributions lost on this port's link (from its ingress): each becomes an ``agg_nack``
       frame to the worker (header only; docs/in_network.md, "Losses"), ahead of results waiting.
@@ -66,14 +67,19 @@ class SwitchEgress(wiring.Component):
         m.submodules.build = tx = TxBuilder(W)
         r = data.View(self.result, mq.r_data)
         jobs = [self.jobs[i] for i in range(self.max_jobs)]
-        w = worker_of_port(m, pick(jobs, r.job), self.port, "worker")
+        entry = pick(jobs, r.job)
+        # a result goes to the job's worker behind this port; a leaf's partial goes up as the leaf's worker
+        # index in the spine's job, a contribution to the spine's job (docs/in_network.md, "Two levels")
+        w = Mux(r.up, entry.up_worker, worker_of_port(m, entry, self.port, "worker"))
         tx_seq, tx_prev = Signal(16), Signal(32)        # the next result's number; the last result's psn
         meta = Signal(TxMeta)
         a = meta.ainic
         m.d.comb += [
-            a.version.eq(VERSION), a.opcode.eq(FrameOpcode.aggregated), a.codec.eq(r.codec), a.dtype.eq(r.dtype),
+            a.version.eq(VERSION), a.opcode.eq(Mux(r.up, FrameOpcode.aggregate, FrameOpcode.aggregated)),
+            a.codec.eq(r.codec), a.dtype.eq(r.dtype),
             a.flags.eq(Mux(r.set, FrameFlag.shadow, 0) | Mux(r.retransmit, FrameFlag.retransmit, 0)),
-            a.job.eq(r.job_id), a.collective.eq(r.collective), a.src_rank.eq(SWITCH_RANK), a.dst_rank.eq(w),
+            a.job.eq(Mux(r.up, entry.up_job, r.job_id)), a.collective.eq(r.collective),
+            a.src_rank.eq(Mux(r.up, w, SWITCH_RANK)), a.dst_rank.eq(Mux(r.up, SWITCH_RANK, w)),
             a.chunk.eq(tx_seq), a.worker.eq(w), a.slot.eq(r.slot), a.count.eq(r.count), a.offset.eq(r.offset),
             a.psn.eq(r.psn), a.reserved.eq(tx_prev),
             meta.dst_mac.eq(self.cfg_port_mac), meta.dst_ip.eq(self.cfg_port_ip),

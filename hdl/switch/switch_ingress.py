@@ -32,7 +32,8 @@ def _dst_mac(tdata):
 
 class SwitchIngress(wiring.Component):
     """Frames in on ``s_axis`` (``tuser``: MAC error). A frame whose destination MAC is ``cfg_mac`` goes to
-    the receive parser (the switch's IP and UDP port, rank ``SWITCH_RANK``), then to the job checks
+    the receive parser (the switch's IP and UDP port, rank ``SWITCH_RANK``, or on a leaf job's up port its
+    ``up_worker``: docs/in_network.md, "Two levels"), then to the job checks
     (:class:`~hdl.switch.contribution_check.ContributionCheck`): a contribution that passes leaves as a
     record on ``m_meta`` and its payload, decoded to binary32 (or int32) beats, on ``m_axis``; anything
     else is dropped and reported on ``check_event``. Every other frame leaves unchanged on ``m_fwd``.
@@ -79,8 +80,15 @@ class SwitchIngress(wiring.Component):
         m.submodules.parser = parser = self._parser
         m.submodules.check = check = ContributionCheck(self.ports, self.max_jobs)
         m.submodules.decode = dec = Decompressor(self.width)
+        # the rank frames to this port carry: the switch's, or on a leaf job's up port the leaf's worker index
+        # in the spine's job (the spine addresses its results to it); a register (the table holds still)
+        rank = Signal(16, init=SWITCH_RANK)
+        up_rank = SWITCH_RANK
+        for j in reversed([self.jobs[i] for i in range(self.max_jobs)]):
+            up_rank = Mux(j.enable & j.up & (j.up_port == self.port), j.up_worker, up_rank)
+        m.d.sync += rank.eq(up_rank)
         m.d.comb += [parser.cfg_mac.eq(self.cfg_mac), parser.cfg_ip.eq(self.cfg_ip),
-                     parser.cfg_udp_port.eq(self.cfg_udp_port), parser.cfg_rank.eq(SWITCH_RANK),
+                     parser.cfg_udp_port.eq(self.cfg_udp_port), parser.cfg_rank.eq(rank),
                      self.stat_accepted.eq(parser.stat_accepted), self.stat_drops.eq(parser.stat_drops)]
 
         # -- which way a frame goes, decided on its first beat as it enters; the beat and its way cross a
@@ -156,7 +164,9 @@ class SwitchIngress(wiring.Component):
                      nq.r_en.eq(self.m_nack.ready)]
         took = parser.m_meta.valid & parser.m_meta.ready & passed
         m.d.comb += numbers.take.eq(took)
-        m.d.comb += [nq.w_en.eq(took & chk_gap1), self.nack_event.valid.eq(took & chk_gap1),
+        # (the spine's results are numbered too; a gap in them is left to the members' timers)
+        asks = took & chk_gap1 & ~chk_record.down
+        m.d.comb += [nq.w_en.eq(asks), self.nack_event.valid.eq(asks),
                      self.nack_event.job.eq(chk_record.job)]
         fed_last, out_last = Signal(), Signal()
         m.d.comb += [fed_last.eq(pay.tvalid & pay.tready & pay.tlast & feed_valid),

@@ -332,6 +332,9 @@ class SwitchModel:
                 if (job.slot_base < other.slot_base + other.window
                         and other.slot_base < job.slot_base + job.window):
                     raise ValueError(f"job {job.job}'s slots overlap job {other.job}'s")
+                if job.up_port is not None and other.up_port == job.up_port and other.up_worker != job.up_worker:
+                    raise ValueError(f"jobs with up port {job.up_port} must be the same worker of the spine "
+                                     f"(its frames' dst_rank), got {job.up_worker} and {other.up_worker}")
             if job.up_port is not None and job.up_port >= self.ports:
                 raise ValueError(f"job {job.job}: up port {job.up_port} does not exist ({self.ports} ports)")
             for s in range(job.slot_base, job.slot_base + job.window):
@@ -466,7 +469,9 @@ class SwitchModel:
             return self._drop(AggDrop.count, index)
         if st.result is not None:
             return self._drop(AggDrop.duplicate, index)
-        st.result = a.payload
+        # taken as the leaf's accumulator takes it: decoded, summed alone (exact), rounded and encoded again,
+        # which gives back what a spine sends (every codec re-encodes its own output unchanged)
+        st.result = self._encode(job, reduce_bits(self._decode(job, a)[None], job.dtype))
         jc.down += 1
         return self._multicast(job, a.slot, a.set, st)
 

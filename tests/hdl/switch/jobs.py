@@ -14,7 +14,7 @@ def entry(job, enable: bool = True) -> int:
     if job is None:
         return 0
     return job_entry_value(job.job, job.ports, job.window, job.slot_base, Dtype[job.dtype], Codec[job.codec],
-                           job.packet, enable)
+                           job.packet, enable, job.up_port, job.up_job, job.up_worker)
 
 
 def contribution(sw, job_, w, g, values, **changes):

@@ -75,6 +75,7 @@ def run(dut, sw, script, rng, backpressure=0.0, settle=400, workers=()):
         stats["jobs"] = [(ctx.get(st.job_absorbed[j]), ctx.get(st.job_completed[j]), ctx.get(st.job_unicast[j]))
                          for j in range(len(sw.jobs))]
         stats["nacks"] = [ctx.get(st.job_nacks[j]) for j in range(len(sw.jobs))]
+        stats["updown"] = [(ctx.get(st.job_up[j]), ctx.get(st.job_down[j])) for j in range(len(sw.jobs))]
         stats["job_drops"] = [{r.name: ctx.get(st.job_drops[j][r]) for r in AggDrop} for j in range(len(sw.jobs))]
         stats["unknown_mac"] = ctx.get(st.unknown_mac)
         stats["frames_in"] = [ctx.get(st.port_frames_in[p]) for p in range(PORTS)]
@@ -238,3 +239,74 @@ def test_all_ports_at_once_under_backpressure(dut, rng, dtype, codec):
             got[h.offset:h.offset + h.count] = bits
         assert np.array_equal(got, want), w
     assert stats["jobs"][0] == (3 * len(plans), len(plans), 0)
+
+
+def _spine_result(sw, job_, g, values, seq, **changes):
+    """(port, frame): the spine's result for round ``g`` of leaf job ``job_`` (to its up port)."""
+    job = job_
+    slot, s = inn.slot_of(g, job.window)
+    bits = nm.as_bits(np.asarray(values, np.float32).view(np.uint32))
+    payload = bits.tobytes() if job.codec == "none" else nm.compress(bits, job.codec)
+    a = inn.Agg(FrameOpcode.aggregated, job.up_job, job.up_worker, slot, s, g, g * job.packet, len(values),
+                inn.Codec[job.codec], inn.Dtype[job.dtype], payload, seq=seq)
+    a = inn.Agg(**{**a.__dict__, **changes})
+    return job.up_port, a.frame("02:00:00:00:00:fe", sw.mac, "10.0.1.254", sw.ip)
+
+
+@pytest.mark.parametrize("codec", ["none", "bfp8"])
+def test_a_leaf_frame_by_frame_against_the_model(dut, rng, codec):
+    """A leaf (docs/in_network.md, "Two levels"): members on ports 0 and 1, the spine on port 2. Complete
+    rounds go up as the leaf's contributions, copies while the spine has not answered go up again, the
+    spine's results (one a copy, one for a round not sent up, a NaN with a payload) are multicast to the
+    members and answer their copies after; every frame out equals the model's, and so do the counters."""
+    job = inn.Job(7, (1, 0), 2, slot_base=4, codec=codec, packet=32, up_port=2, up_job=9, up_worker=3)
+    sw = model_switch([None, job])
+    frames, spine_seq = [], 0
+
+    def member(w, g, values, **changes):
+        frames.append(contribution(sw, job, w, g, values, **changes))
+
+    def spine(g, values, **changes):
+        nonlocal spine_seq
+        frames.append(_spine_result(sw, job, g, values, spine_seq, **changes))
+        spine_seq += 1
+
+    for g in range(4):
+        n = 32 if g < 3 else 13
+        vals = {w: rng.standard_normal(n) * 10.0 ** rng.integers(-20, 20) for w in (0, 1)}
+        for w in rng.permutation(2):
+            member(int(w), g, vals[int(w)])
+        member(0, g, vals[0], retransmit=True)                 # a copy while the spine has not answered: up
+        result = (rng.standard_normal(n) * 10.0 ** rng.integers(-20, 20)).astype(np.float32)
+        if g == 1 and codec == "none":
+            result.view(np.uint32)[3] = 0x7F812345              # a NaN with a payload: taken as the rounder does
+        spine(g, result)
+        if g == 0:
+            spine(g, result)                                    # a copy: dropped (duplicate)
+        member(1, g, vals[1], retransmit=True)                  # answered here now (unicast)
+    spine(3, np.ones(13), worker=2)                             # not the leaf's worker index
+    spine(3, np.ones(13), job=10)                               # no leaf job for that spine job
+    spine(5, np.ones(32))                                       # a round the leaf does not hold: stale
+    frames.append(_spine_result(sw, job, 2, np.ones(32), 9, opcode=FrameOpcode.agg_nack, count=0, payload=b""))
+    frames.append((0, _spine_result(sw, job, 2, np.ones(32), 9)[1]))    # on a member's port: dst_rank
+    want = [sorted(sw.receive(port, f)) for port, f in frames]
+    ups = [fr for w in want for p, fr, _ in w if p == 2]
+    assert len(ups) == 8 and sw.job_counters[1].down == 4 and sw.job_counters[1].unicast == 4
+
+    got = []
+
+    async def script(bench, ctx):
+        for port, f in frames:
+            before = {p: len(v) for p, v in bench.out.items()}
+            await bench.send(ctx, port, f)
+            await ctx.tick().repeat(150)
+            got.append(sorted((p, fr, e) for p, v in bench.out.items() for fr, e in v[before[p]:]))
+
+    _, stats = run(dut, sw, script, rng)
+    for i, ((port, f), w, g) in enumerate(zip(frames, want, got)):
+        assert g == w, (i, port, proto.Ainic(f[42:74]).summary() if len(f) > 74 else f[:16].hex(), len(w), len(g))
+    assert stats["drops"] == sw.drops
+    assert stats["jobs"] == [(c.absorbed, c.completed, c.unicast) for c in sw.job_counters]
+    assert stats["updown"] == [(c.up, c.down) for c in sw.job_counters]
+    assert stats["job_drops"] == [c.drops for c in sw.job_counters]
+    assert stats["parser"] == [{k: v for k, v in c.parser_drops.items() if v} for c in sw.port_counters]
