@@ -126,3 +126,16 @@ class FaultStream:
         corrupt = not drop and (self.state >> 16) < self.corrupt
         self.state = xorshift32(self.state)
         return FaultDecision(drop, corrupt, not drop and (self.state & 0xFFFF) < self.dup)
+
+
+def tree_groups(n: int, leaves: int) -> list:
+    """The ranks behind each leaf switch of a two-level tree (docs/in_network.md, "Two levels"): ``leaves``
+    contiguous groups of 0 .. n - 1, their sizes at most one apart (the first ``n % leaves`` one larger)."""
+    if not isinstance(leaves, int) or isinstance(leaves, bool) or not 2 <= leaves <= n:
+        raise ValueError(f"leaves must be an int in 2 .. {n} (the ranks), got {leaves!r}")
+    size, extra = divmod(n, leaves)
+    groups, start = [], 0
+    for k in range(leaves):
+        groups.append(tuple(range(start, start + size + (k < extra))))
+        start += size + (k < extra)
+    return groups

@@ -22,11 +22,12 @@ FAULTS = {"drop": 0.05, "dup": 0.05, "corrupt": 0.05}
 
 
 def job(name, n, L, codec="none", dtype="fp32", window=4, faults=None, jobs=None, stagger=0, deadline=400_000,
-        timeout=2048, expect=Status.ok, algorithm="switch", seed=0):
+        timeout=2048, expect=Status.ok, algorithm="switch", seed=0, leaves=None):
     return dict(name=name, nodes=n, width=W, op="allreduce", codec=codec, dtype=dtype, packet=P, lag=4, elements=L,
                 stagger=stagger, repeats=1, link_latency=40, link_rate=link_rate_fixed(80, 250), memory={},
                 algorithm=algorithm, window=window, jobs=jobs or [list(range(n))], retransmit_timeout=timeout,
-                deadline=deadline, faults=dict(faults or {}, seed=seed + 1), expect_status=int(expect), seed=seed)
+                deadline=deadline, faults=dict(faults or {}, seed=seed + 1), expect_status=int(expect), seed=seed,
+                leaves=leaves)
 
 
 def inputs(rng, n, L, dtype):
@@ -35,7 +36,7 @@ def inputs(rng, n, L, dtype):
     return (rng.standard_normal((n, L)) * np.exp(rng.uniform(-20, 20, (n, L)))).astype(np.float32)
 
 
-def run_jobs(sim, bench, jobs, tmp_path):
+def run_jobs(sim, top, jobs, tmp_path):
     for j in jobs:
         rng = np.random.default_rng(j["seed"] + 7919 * j["nodes"] + j["elements"])
         x = inputs(rng, j["nodes"], j["elements"], j["dtype"])
@@ -44,7 +45,7 @@ def run_jobs(sim, bench, jobs, tmp_path):
         np.save(j["inputs"], x)
     path = tmp_path / "jobs.json"
     path.write_text(json.dumps(jobs))
-    run(sim, f"switch_cluster_n{bench}", W, "host_driver.sim.cluster_job", env={"AINIC_JOB": str(path)},
+    run(sim, top, W, "host_driver.sim.cluster_job", env={"AINIC_JOB": str(path)},
         tag=tmp_path.name)
     nacks = 0
     for j in jobs:
@@ -62,15 +63,21 @@ def run_jobs(sim, bench, jobs, tmp_path):
             continue
         J = len(inn.packets(L, P, j["window"]))
         for g in j["jobs"]:
-            want = inn.allreduce([x[r] for r in g], j["codec"], j["dtype"]).view(np.uint32)
+            want = inn.allreduce([x[r] for r in g], j["codec"], j["dtype"], leaves=j["leaves"]).view(np.uint32)
             for r in g:
                 assert np.array_equal(got[r], want[0]), (j["name"], r, np.flatnonzero(got[r] != want[0])[:5])
         sw = stats["switch_counters"]
         assert [c["completed"] for c in sw["jobs"]] == [J] * len(j["jobs"]), (j["name"], sw["jobs"])
+        # every switch's jobs (a tree: the spine's, then each leaf's: docs/in_network.md, "Two levels")
+        everyone = [c for s in [sw] + stats.get("leaf_counters", []) for c in s["jobs"]]
+        for leaf in stats.get("leaf_counters", []):     # each round went up at least once, and came down once
+            assert leaf["jobs"][0]["completed"] == J and leaf["jobs"][0]["down"] == J, (j["name"], leaf["jobs"])
+            assert leaf["jobs"][0]["up"] >= J
         for r in range(n):
             assert stats["nic_registers"][r]["AGG_PSN"] == J and stats["completions"][r][-1]["host_bytes"] == 4 * L
         fc = stats["fault_counters"]
-        hits = {k: sum(c[k] for c in fc["up"] + fc["down"]) for k in ("dropped", "duplicated", "corrupted")}
+        links = fc["up"] + fc["down"] + fc.get("trunk_up", []) + fc.get("trunk_down", [])
+        hits = {k: sum(c[k] for c in links) for k in ("dropped", "duplicated", "corrupted")}
         if j["stagger"]:       # the others resend while the last rank is late: copies the switch drops
             assert stats["frames_per_link"][-1] == J and min(stats["frames_per_link"][:-1]) > J, stats["frames_per_link"]
             assert sw["drops"]["duplicate"] > 0 and hits == {"dropped": 0, "duplicated": 0, "corrupted": 0}
@@ -78,13 +85,17 @@ def run_jobs(sim, bench, jobs, tmp_path):
             assert stats["frames_per_link"] == [J] * n and stats["down_frames_per_link"] == [J] * n, j["name"]
             assert hits == {"dropped": 0, "duplicated": 0, "corrupted": 0}
             assert all(c[-1]["retransmissions"] == 0 for c in stats["completions"])
-            assert all(v == 0 for v in sw["drops"].values()), sw["drops"]
+            assert all(v == 0 for s in [sw] + stats.get("leaf_counters", []) for v in s["drops"].values()), sw["drops"]
+            assert all(c.get("up", 0) in (0, J) for c in everyone)
         else:
             assert all(v > 0 for v in hits.values()), (j["name"], hits)
             assert sum(c[-1]["retransmissions"] for c in stats["completions"]) > 0, j["name"]
             lost_down = sum(c["dropped"] + c["corrupted"] for c in fc["down"])
-            assert lost_down == 0 or sum(c["unicast"] for c in sw["jobs"]) > 0, (j["name"], sw["jobs"])
-            nacks += sum(c["nacks"] for c in sw["jobs"])
+            assert lost_down == 0 or sum(c["unicast"] for c in everyone) > 0, (j["name"], everyone)
+            nacks += sum(c["nacks"] for c in everyone)
+            if "trunk_up" in fc:        # the trunks lost frames too, and the partials went up again
+                assert sum(c["dropped"] + c["corrupted"] for c in fc["trunk_up"] + fc["trunk_down"]) > 0, j["name"]
+                assert sum(leaf["jobs"][0]["up"] for leaf in stats["leaf_counters"]) > len(stats["leaf_counters"]) * J
     if any(j["faults"].get("drop") and j["elements"] > 1000 for j in jobs):
         assert nacks > 0            # lost contributions asked for by number (docs/in_network.md, "Losses")
 
@@ -123,4 +134,18 @@ COST = {("verilator", 8): 740, ("icarus", 2): 190}
 def test_switch_allreduce_bit_exact(simulator, bench, tmp_path):
     if simulator not in selected_sims():
         pytest.skip(f"AINIC_SIM excludes {simulator}")
-    run_jobs(simulator, bench, [dict(j) for j in PLANS[(simulator, bench)]], tmp_path)
+    run_jobs(simulator, f"switch_cluster_n{bench}", [dict(j) for j in PLANS[(simulator, bench)]], tmp_path)
+
+
+# Two levels (docs/in_network.md, "Two levels"): 4 NICs on two leaf switches of 2, the leaves on a spine, every
+# link and both trunks with faults; bit-exact with the golden model's tree (rounded once per level)
+TREE = [job("tree_none", 4, 1201, window=4, leaves=2),
+        job("tree_bfp8_faults", 4, 2001, "bfp8", window=8, faults=FAULTS, timeout=1024, leaves=2, seed=8),
+        job("tree_int32_faults", 4, 700, dtype="int32", window=2, faults=FAULTS, timeout=1024, leaves=2, seed=9)]
+
+
+@pytest.mark.heavy(600)
+def test_a_tree_of_switches_is_bit_exact(tmp_path):
+    if "verilator" not in selected_sims():
+        pytest.skip("AINIC_SIM excludes verilator")
+    run_jobs("verilator", "tree_cluster_n4_l2", [dict(j) for j in TREE], tmp_path)

@@ -65,8 +65,8 @@ def module_name(top: str, width: int) -> str:
     return f"ainic_{top}_w{width}"
 
 
-def _cluster(nodes: int, width: int, aggregation: bool = False, nic: str = "nic") -> ClusterBench:
-    return ClusterBench(nodes, width, nic_module=module_name(nic, width), aggregation=aggregation)
+def _cluster(nodes: int, width: int, aggregation: bool = False, nic: str = "nic", leaves: int = 0) -> ClusterBench:
+    return ClusterBench(nodes, width, nic_module=module_name(nic, width), aggregation=aggregation, leaves=leaves)
 
 
 def _cluster_sources(width: int, nic: str = "nic") -> tuple:
@@ -92,6 +92,10 @@ SIM_TOPS = {
     **{f"switch_cluster_n{n}": Top(partial(_cluster, n, aggregation=True), _cluster_sources,
                                    lambda width: (module_name("nic", width),), module=ClusterBench.__module__)
        for n in range(2, MAX_CLUSTER_NODES + 1)},
+    # the same as a two-level tree: the NICs on leaf switches, the leaves on a spine (docs/in_network.md)
+    **{f"tree_cluster_n{n}_l{k}": Top(partial(_cluster, n, aggregation=True, leaves=k), _cluster_sources,
+                                      lambda width: (module_name("nic", width),), module=ClusterBench.__module__)
+       for n in range(2, MAX_CLUSTER_NODES + 1) for k in range(2, n + 1)},
     # a NIC whose receive side is tiny (contract.credits.TIGHT), and 6 of them in a ring (credits bind with loss)
     "nic_tight": Top(partial(Nic, build=NicBuild("tight", credits=TIGHT))),
     "tight_cluster_n6": Top(partial(_cluster, 6, nic="nic_tight"), partial(_cluster_sources, nic="nic_tight"),

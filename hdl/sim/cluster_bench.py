@@ -6,6 +6,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from contract import regmap as rm
+from contract.in_network import MIN_SWITCH_PORTS, tree_groups
 from contract.limits import MAX_CLUSTER_NODES
 from hdl.host.axi import AxiLiteSignature
 from hdl.nic.nic import nic_signature
@@ -52,10 +53,17 @@ class ClusterBench(wiring.Component):
 
     With ``aggregation``, the centre is an :class:`AggregationSwitch` (configured through the ``sw_*``
     ports, its counters on ``sw_stats``, port i's address ``n<i>_mac`` / ``n<i>_ip``).
+
+    With ``leaves`` = K as well, a two-level tree (docs/in_network.md, "Two levels"): NIC i is on port p of
+    leaf switch k when it is the p-th rank of ``tree_groups(nodes, K)[k]``; leaf k's last port is its trunk
+    to the spine's port k, a link each way with fault injection like the NICs' (``t<k>_up_seed`` /
+    ``t<k>_down_seed``, counters ``t<k>_up_faults`` / ``t<k>_down_faults``). The ``sw_*`` ports are the
+    spine's; leaf k has ``leaf<k>_mac`` / ``_ip`` / ``_jobs`` / ``_clear*`` and ``leaf<k>_stats``. Its
+    trunk port's address is the spine's, the spine's port k's is leaf k's.
     """
 
     def __init__(self, nodes: int, width: int = 512, nic_module: str = "ainic_nic_w512", addr_bits: int = 24,
-                 link_depth: int = 1024, aggregation: bool = False):
+                 link_depth: int = 1024, aggregation: bool = False, leaves: int = 0):
         self.nic_module = nic_module
         if not 2 <= nodes <= MAX_CLUSTER_NODES:
             self._MustUse__silence = True
@@ -65,14 +73,34 @@ class ClusterBench(wiring.Component):
         self.addr_bits = addr_bits
         self.link_depth = link_depth
         self.aggregation = aggregation
+        if leaves and not aggregation:
+            self._MustUse__silence = True
+            raise ValueError("a tree of switches (leaves) needs aggregation=True")
+        try:
+            self.groups = tree_groups(nodes, leaves) if leaves else None
+        except ValueError:
+            self._MustUse__silence = True
+            raise
+        self.leaves = leaves
         members = {"link_latency": In(16), "link_rate": In(16), "sw_unknown": Out(32), "capture": In(1), "stage_trace": In(1),
                    "fault_drop": In(16), "fault_dup": In(16), "fault_corrupt": In(16)}
         if aggregation:
             members.update({
                 "sw_mac": In(48), "sw_ip": In(32), "sw_jobs": In(data.ArrayLayout(JobEntry, SWITCH_JOBS)),
                 "sw_clear": In(1), "sw_clear_base": In(POOL_BITS), "sw_clear_count": In(POOL_BITS + 1),
-                "sw_clearing": Out(1), "sw_stats": Out(stats_layout(nodes, SWITCH_JOBS)),
+                "sw_clearing": Out(1),
+                "sw_stats": Out(stats_layout(max(leaves, MIN_SWITCH_PORTS) if leaves else nodes, SWITCH_JOBS)),
             })
+            for k, g in enumerate(self.groups or ()):
+                members.update({
+                    f"leaf{k}_mac": In(48), f"leaf{k}_ip": In(32),
+                    f"leaf{k}_jobs": In(data.ArrayLayout(JobEntry, SWITCH_JOBS)),
+                    f"leaf{k}_clear": In(1), f"leaf{k}_clear_base": In(POOL_BITS),
+                    f"leaf{k}_clear_count": In(POOL_BITS + 1), f"leaf{k}_clearing": Out(1),
+                    f"leaf{k}_stats": Out(stats_layout(len(g) + 1, SWITCH_JOBS)),
+                    f"t{k}_up_seed": In(32, init=1), f"t{k}_down_seed": In(32, init=1),
+                    f"t{k}_up_faults": Out(data.ArrayLayout(32, 3)), f"t{k}_down_faults": Out(data.ArrayLayout(32, 3)),
+                })
             for i in range(nodes):
                 members[f"n{i}_ip"] = In(32)
         for i in range(nodes):
@@ -100,18 +128,37 @@ class ClusterBench(wiring.Component):
             reg = Signal.like(value, name=f"{value.name}_r")
             m.d.sync += reg.eq(value)
             return reg
-        if self.aggregation:
-            m.submodules.switch = sw = AggregationSwitch(N, W, pool_slots=SWITCH_POOL, max_jobs=SWITCH_JOBS,
+        def aggregation_switch(name, ports, prefix, stats):
+            m.submodules[name] = agg = AggregationSwitch(ports, W, pool_slots=SWITCH_POOL, max_jobs=SWITCH_JOBS,
                                                          max_packet=SWITCH_MAX_PACKET)
-            m.d.comb += [self.sw_unknown.eq(sw.stats.unknown_mac), self.sw_stats.eq(sw.stats),
-                         self.sw_clearing.eq(sw.clearing),
-                         sw.cfg_mac.eq(registered(self.sw_mac)), sw.cfg_ip.eq(registered(self.sw_ip)),
-                         sw.cfg_jobs.eq(registered(self.sw_jobs)), sw.cfg_clear.eq(registered(self.sw_clear)),
-                         sw.cfg_clear_base.eq(registered(self.sw_clear_base)),
-                         sw.cfg_clear_count.eq(registered(self.sw_clear_count))]
+            cfg = {f: registered(getattr(self, f"{prefix}_{f}")) for f in ("mac", "ip", "jobs", "clear",
+                                                                           "clear_base", "clear_count")}
+            m.d.comb += [stats.eq(agg.stats), getattr(self, f"{prefix}_clearing").eq(agg.clearing),
+                         agg.cfg_mac.eq(cfg["mac"]), agg.cfg_ip.eq(cfg["ip"]), agg.cfg_jobs.eq(cfg["jobs"]),
+                         agg.cfg_clear.eq(cfg["clear"]), agg.cfg_clear_base.eq(cfg["clear_base"]),
+                         agg.cfg_clear_count.eq(cfg["clear_count"])]
+            return agg, cfg
+        # where each NIC is: (switch, port)
+        if self.aggregation and self.groups:
+            sw, spine_cfg = aggregation_switch("switch", max(self.leaves, MIN_SWITCH_PORTS), "sw", self.sw_stats)
+            m.d.comb += self.sw_unknown.eq(sw.stats.unknown_mac)
+            leaf_sw, attach = [], [None] * N
+            for k, g in enumerate(self.groups):
+                leaf, cfg = aggregation_switch(f"leaf{k}", len(g) + 1, f"leaf{k}", getattr(self, f"leaf{k}_stats"))
+                leaf_sw.append(leaf)
+                for p, r in enumerate(g):
+                    attach[r] = (leaf, p)
+                # the trunk: leaf k's last port to the spine's port k, each end's address the other's
+                m.d.comb += [leaf.cfg_port_mac[len(g)].eq(spine_cfg["mac"]), leaf.cfg_port_ip[len(g)].eq(spine_cfg["ip"]),
+                             sw.cfg_port_mac[k].eq(cfg["mac"]), sw.cfg_port_ip[k].eq(cfg["ip"])]
+        elif self.aggregation:
+            sw, _ = aggregation_switch("switch", N, "sw", self.sw_stats)
+            m.d.comb += self.sw_unknown.eq(sw.stats.unknown_mac)
+            attach = [(sw, i) for i in range(N)]
         else:
             m.submodules.switch = sw = EthernetSwitch(N, W, user_width=1)   # a corrupted frame keeps its mark
             m.d.comb += self.sw_unknown.eq(sw.stat_unknown)
+            attach = [(sw, i) for i in range(N)]
         faults = [registered(self.fault_drop), registered(self.fault_dup), registered(self.fault_corrupt)]
         link_latency, link_rate = registered(self.link_latency), registered(self.link_rate)
         capture, trace = registered(self.capture), registered(self.stage_trace)
@@ -161,17 +208,17 @@ class ClusterBench(wiring.Component):
                 m.d.comb += [counters[0].eq(inj.stat_dropped), counters[1].eq(inj.stat_duplicated),
                              counters[2].eq(inj.stat_corrupted)]
                 injectors.append(inj)
-            o = getattr(sw, f"m_axis_{i}")
+            at, port = attach[i]
+            o = getattr(at, f"m_axis_{port}")
             m.d.comb += [down.s_axis.tdata.eq(o.tdata), down.s_axis.tkeep.eq(o.tkeep),
                          down.s_axis.tlast.eq(o.tlast), down.s_axis.tvalid.eq(o.tvalid),
                          down.s_axis.tuser.eq(o.tuser),
                          o.tready.eq(down.s_axis.tready)]
+            wiring.connect(m, injectors[0].m_axis, getattr(at, f"s_axis_{port}"))
             if self.aggregation:
-                wiring.connect(m, injectors[0].m_axis, getattr(sw, f"s_axis_{i}"))
-                m.d.comb += [sw.cfg_port_mac[i].eq(mac), sw.cfg_port_ip[i].eq(registered(getattr(self, f"n{i}_ip")))]
+                m.d.comb += [at.cfg_port_mac[port].eq(mac),
+                             at.cfg_port_ip[port].eq(registered(getattr(self, f"n{i}_ip")))]
             else:
-                u, p = injectors[0].m_axis, getattr(sw, f"s_axis_{i}")
-                wiring.connect(m, u, p)
                 m.d.comb += sw.cfg_mac[i].eq(mac)
             d = injectors[1].m_axis
             m.d.comb += rx.tuser.eq(d.tuser)
@@ -186,6 +233,22 @@ class ClusterBench(wiring.Component):
             stalls = getattr(self, f"n{i}_rx_stalls")
             with m.If(d.tvalid & ~rx.tready):
                 m.d.sync += stalls.eq(stalls + 1)
+        # the trunks of a tree: a link each way with fault injection, leaf k's last port <-> the spine's port k
+        for k, g in enumerate(self.groups or ()):
+            ends = (("up", getattr(leaf_sw[k], f"m_axis_{len(g)}"), getattr(sw, f"s_axis_{k}")),
+                    ("down", getattr(sw, f"m_axis_{k}"), getattr(leaf_sw[k], f"s_axis_{len(g)}")))
+            for name, src, dst in ends:
+                m.submodules[f"t{k}_{name}"] = link = LinkModel(W, self.link_depth, user_width=1)
+                m.d.comb += [link.cfg_latency.eq(link_latency), link.cfg_rate.eq(link_rate)]
+                wiring.connect(m, src, link.s_axis)
+                m.submodules[f"t{k}_{name}_faults"] = inj = FaultInjector(W)
+                wiring.connect(m, link.m_axis, inj.s_axis)
+                m.d.comb += [inj.cfg_seed.eq(registered(getattr(self, f"t{k}_{name}_seed"))),
+                             inj.cfg_drop.eq(faults[0]), inj.cfg_dup.eq(faults[1]), inj.cfg_corrupt.eq(faults[2])]
+                counters = getattr(self, f"t{k}_{name}_faults")
+                m.d.comb += [counters[0].eq(inj.stat_dropped), counters[1].eq(inj.stat_duplicated),
+                             counters[2].eq(inj.stat_corrupted)]
+                wiring.connect(m, inj.m_axis, dst)
         # the reset is a top-level input too: every flip-flop's next-state logic reads it, so all of it
         # would be input-combinational
         return registered_reset(m)

@@ -38,6 +38,7 @@ from contract.in_network import (
     seq_gap,
     slot_of,
     threshold,
+    tree_groups,
 )
 from contract.protocol import FRAME_HEADER_BYTES, MAX_P, MIN_P, UDP_PORT, WIRE_OVERHEAD_BYTES
 from host_driver.models import allreduce as ar
@@ -46,6 +47,15 @@ from host_driver.models import protocol as proto
 
 SWITCH_MAC = "02:00:00:00:00:fe"
 SWITCH_IP = "10.0.1.254"
+
+
+def leaf_mac(k: int) -> str:
+    """Leaf switch k's MAC in a simulated tree (the spine has SWITCH_MAC)."""
+    return f"02:00:00:00:00:{0xf0 + k:02x}"
+
+
+def leaf_ip(k: int) -> str:
+    return f"10.0.1.{240 + k}"
 
 
 # -- semantics -------------------------------------------------------------------------------------------
@@ -71,16 +81,6 @@ def reduce_bits(terms, dtype: str) -> np.ndarray:
 def _q(bits, codec):
     """D(Q(x)) with blocks from element 0 (packets start at multiples of 16, so per packet is the same)."""
     return bits if codec == "none" else nm.as_bits(nm.roundtrip(bits, codec))
-
-
-def tree_groups(n: int, leaves: int) -> list:
-    """The ranks behind each leaf switch of a two-level tree: ``leaves`` contiguous groups of 0 .. n - 1,
-    their sizes at most one apart (the first ``n % leaves`` one larger)."""
-    if not isinstance(leaves, int) or isinstance(leaves, bool) or not 2 <= leaves <= n:
-        raise ValueError(f"leaves must be an int in 2 .. {n} (the ranks), got {leaves!r}")
-    size, extra = divmod(n, leaves)
-    bounds = np.cumsum([0] + [size + (k < extra) for k in range(leaves)])
-    return [tuple(range(bounds[k], bounds[k + 1])) for k in range(leaves)]
 
 
 def allreduce(inputs, codec="none", dtype="fp32", leaves: int = None) -> np.ndarray:
@@ -805,7 +805,7 @@ def simulate(inputs, codec="none", dtype="fp32", packet=256, window=DEFAULT_WIND
         switches, trunks = [], []
         for k, g in enumerate(groups):
             leaf = SwitchModel(max(len(g) + 1, MIN_SWITCH_PORTS), slots=window, max_jobs=1,
-                               mac=f"02:00:00:00:00:{0xf0 + k:02x}", ip=f"10.0.1.{240 + k}")
+                               mac=leaf_mac(k), ip=leaf_ip(k))
             job = Job(job_id, tuple(range(len(g))), window, 0, dtype, codec, packet,
                       up_port=len(g), up_job=job_id, up_worker=k)
             leaf.configure(0, job)
@@ -888,7 +888,7 @@ def simulate(inputs, codec="none", dtype="fp32", packet=256, window=DEFAULT_WIND
                      [t[1].counters for t in trunks] if trunks else None)
 
 
-__all__ = ["SWITCH_MAC", "SWITCH_IP", "ROUND_TRIP_EXTRA", "tree_groups", "allreduce", "reduce_bits", "bound_cycles", "chosen_window",
+__all__ = ["SWITCH_MAC", "SWITCH_IP", "leaf_mac", "leaf_ip", "ROUND_TRIP_EXTRA", "tree_groups", "allreduce", "reduce_bits", "bound_cycles", "chosen_window",
            "PacketPlan", "packets",
            "Agg", "Job", "SlotSet", "JobCounters", "PortCounters", "SwitchModel", "WorkerCounters",
            "WorkerModel", "Faults", "LinkCounters", "SwitchRun", "simulate"]

@@ -38,6 +38,7 @@ from contract.in_network import (
     is_power_of_two,
     link_seed,
     threshold,
+    tree_groups,
 )
 from contract.limits import MAX_CLUSTER_NODES
 from contract.link import Stall, ack_fields
@@ -154,7 +155,8 @@ class ClusterStats:
     fault_counters: dict = None      # switch: per link, frames dropped, duplicated and corrupted
     retransmitted_per_rank: list = None     # switch: contributions a rank sent again (its timer)
     duplicate_results_per_rank: list = None     # switch: results a rank dropped as already taken
-    switch_counters: dict = None     # switch: its drops by reason, and per job absorbed/completed/unicast
+    switch_counters: dict = None     # switch: its drops by reason, and per job absorbed/completed/unicast; a tree:
+                                     # the spine's, and each leaf's under "leaves"
     model_cycles: float = None       # model backend, switch or faulty ring: the event model's time (not a
     #                                  measurement; the ring's: its slowest link with data always ready)
     # the ring's links on an RTL backend (registers, contract/link.py): per rank
@@ -212,7 +214,7 @@ class Cluster:
                  workdir=None, bench_nodes: int = None, capture: bool = False, algorithm: str = "ring",
                  faults=None, window: int = None, jobs: int = 1,
                  retransmit_timeout: int = RETRANSMIT_TIMEOUT, deadline: int = DEADLINE, fabric: str = None,
-                 dead_rank: int = None, stage_trace: bool = False):
+                 dead_rank: int = None, stage_trace: bool = False, leaves: int = None):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         # what any NIC could run (the one check ainic demo and ainic model share), then what the bench holds
@@ -255,6 +257,13 @@ class Cluster:
                                  "do not fit")
         elif jobs != 1:
             raise ValueError("jobs > 1 needs algorithm='switch' (a ring is one job)")
+        if leaves is not None:      # a two-level tree of switches (docs/in_network.md, "Two levels")
+            if algorithm != "switch" or jobs != 1:
+                raise ValueError("leaves (a tree of switches) needs algorithm='switch' and one job")
+            if bench_nodes not in (None, nodes):
+                raise ValueError("a tree's bench has the job's nodes: leave bench_nodes out")
+            tree_groups(nodes, leaves)          # checks leaves
+        self.leaves = leaves
         fabric = fabric or ("switch" if algorithm == "switch" else "ring")
         if fabric not in FABRICS:
             raise ValueError(f"fabric must be one of {FABRICS}, got {fabric!r}")
@@ -311,6 +320,8 @@ class Cluster:
     def top(self) -> str:
         """The simulation top an RTL backend runs: the NICs wired in a ring, or each linked to the aggregation
         switch (which also forwards the ring's frames by MAC)."""
+        if self.leaves:
+            return f"tree_cluster_n{self.nodes}_l{self.leaves}"
         return f"{'switch_' if self.fabric == 'switch' else ''}cluster_n{self.bench_nodes}"
 
     def job_ranks(self) -> list:
@@ -324,7 +335,7 @@ class Cluster:
             return MODEL_OPS[op](x, self.codec, self.dtype, self.packet)
         out = np.zeros((self.nodes, len(x[0])), np.float32 if self.dtype == "fp32" else np.int32)
         for g in self.job_ranks():
-            out[g] = inn.allreduce([x[r] for r in g], self.codec, self.dtype)
+            out[g] = inn.allreduce([x[r] for r in g], self.codec, self.dtype, leaves=self.leaves)
         return out
 
     def frames(self, arrays, op: str = "allreduce"):
@@ -503,16 +514,24 @@ class Cluster:
         return inn.simulate(x, self.codec, self.dtype, self.packet, self.window, self.faults,
                             link_bytes_per_cycle=self.link_bytes_per_cycle,
                             latency=self.link_latency, timeout=self.retransmit_timeout, deadline=self.deadline,
-                            jobs=self.job_ranks(), record=record)
+                            jobs=None if self.leaves else self.job_ranks(), record=record, leaves=self.leaves)
 
     def _switch_frames(self, run):
-        sw = run.switch
+        """(sender rank or -1 for a switch, frame) of every frame a link took in, rank links and trunks."""
+        n, sw = self.nodes, run.switch
+        where = [(sw, r) for r in range(n)]
+        if run.leaves:
+            where = [(run.leaves[k], p) for k, g in enumerate(tree_groups(n, self.leaves)) for p in range(len(g))]
         for _, link, a in run.frames:
             r = link // 2
-            if link % 2 == 0:
-                yield r, a.frame(rank_mac(r), sw.mac, rank_ip(r), sw.ip)
+            if r >= n:                          # a trunk: leaf k's partials up, the spine's results down
+                k = r - n
+                leaf = run.leaves[k]
+                yield -1, (a.frame(leaf.mac, sw.mac, leaf.ip, sw.ip) if link % 2 == 0 else sw.result_frame(k, a))
+            elif link % 2 == 0:
+                yield r, a.frame(rank_mac(r), where[r][0].mac, rank_ip(r), where[r][0].ip)
             else:
-                yield -1, sw.result_frame(r, a)
+                yield -1, where[r][0].result_frame(where[r][1], a)
 
     def _collective_switch(self, x):
         if self.backend != "model":
@@ -529,11 +548,16 @@ class Cluster:
                              down_frames_per_link=[d.frames for d in down],
                              down_frame_bytes_per_link=[d.bytes for d in down],
                              faults=asdict(self.faults),
-                             fault_counters={k: [asdict(c) for c in links] for k, links in (("up", up), ("down", down))},
+                             fault_counters={k: [asdict(c) for c in links] for k, links in
+                                             (("up", up), ("down", down), ("trunk_up", run.trunk_up or []),
+                                              ("trunk_down", run.trunk_down or [])) if links},
                              retransmitted_per_rank=[w.retransmitted for w in run.workers],
                              duplicate_results_per_rank=[w.duplicates for w in run.workers],
                              switch_counters={"drops": dict(run.switch.drops),
-                                              "jobs": [asdict(c) for c in run.switch.job_counters]},
+                                              "jobs": [asdict(c) for c in run.switch.job_counters],
+                                              **({"leaves": [{"drops": dict(s.drops),
+                                                              "jobs": [asdict(c) for c in s.job_counters]}
+                                                             for s in run.leaves]} if run.leaves else {})},
                              model_cycles=run.cycles)
         stats.bound_cycles = inn.bound_cycles(L, self.packet, self.codec, stats.link_bytes_per_cycle,
                                               HEADER + WIRE_EXTRA)
@@ -561,7 +585,8 @@ class Cluster:
                              fault_counters=raw["fault_counters"],
                              retransmitted_per_rank=[c["retransmissions"] for c in last],
                              duplicate_results_per_rank=[r["AGG_DUP_RESULTS"] for r in raw["nic_registers"]],
-                             switch_counters=raw["switch_counters"])
+                             switch_counters=dict(raw["switch_counters"], **({"leaves": raw["leaf_counters"]}
+                                                                             if "leaf_counters" in raw else {})))
         stats.bound_cycles = inn.bound_cycles(L, self.packet, self.codec, stats.link_bytes_per_cycle, HEADER + WIRE_EXTRA)
         stats.nic_cycles = [c["cycles"] for c in last]
         stats.nic_packets_sent = [c["packets_sent"] for c in last]
@@ -604,7 +629,7 @@ class Cluster:
                "link_rate": link_rate_fixed(self.link_gbps, self.clock_mhz), "memory": self.memory,
                "inputs": str(work / "inputs.npy"), "outputs": str(work / "out"), "capture": self.capture,
                "stage_trace": self.trace_stages,
-               "algorithm": self.algorithm, "jobs": self.job_ranks(), "window": self.window,
+               "algorithm": self.algorithm, "jobs": self.job_ranks(), "window": self.window, "leaves": self.leaves,
                "retransmit_timeout": self.retransmit_timeout, "deadline": self.deadline,
                "faults": asdict(self.faults),
                # switch, or a dead rank: every status comes back (a timeout raises CollectiveTimeout below);

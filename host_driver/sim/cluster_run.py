@@ -22,7 +22,7 @@ from cocotb.triggers import Timer
 
 from contract import regmap as rm
 from contract.enums import AggDrop, Codec, DropReason, Dtype
-from contract.in_network import link_seed, threshold
+from contract.in_network import MIN_SWITCH_PORTS, link_seed, threshold, tree_groups
 from contract.link import RING_DEADLINE
 from hdl.sim.cluster_bench import SWITCH_JOBS
 from hdl.switch.aggregation_switch import stats_layout
@@ -73,28 +73,51 @@ def configure_faults(dut, job: dict) -> None:
     dut.fault_dup.value = threshold(f.get("dup", 0))
     dut.fault_corrupt.value = threshold(f.get("corrupt", 0))
     seed = f.get("seed", 1)
-    for r in range(bench_nodes(dut)):
+    n = bench_nodes(dut)
+    for r in range(n):
         getattr(dut, f"n{r}_up_seed").value = link_seed(seed, 2 * r)
         getattr(dut, f"n{r}_down_seed").value = link_seed(seed, 2 * r + 1)
         getattr(dut, f"n{r}_link_down").value = 0
         getattr(dut, f"n{r}_reset").value = 0
+    for k in range(bench_leaves(dut)):      # a tree's trunks: links 2N + 2k (up) and 2N + 2k + 1, as the model's
+        getattr(dut, f"t{k}_up_seed").value = link_seed(seed, 2 * n + 2 * k)
+        getattr(dut, f"t{k}_down_seed").value = link_seed(seed, 2 * n + 2 * k + 1)
+
+
+def bench_leaves(dut) -> int:
+    """How many leaf switches the bench has (0: one switch, or a ring)."""
+    k = 0
+    while hasattr(dut, f"leaf{k}_mac"):
+        k += 1
+    return k
 
 
 async def configure_switch(dut, job: dict, groups: list) -> None:
     """The aggregation switch's address and job table (job k: id k + 1, its window from pool slot
-    k * window) and the ports' addresses (docs/in_network.md)."""
+    k * window) and the ports' addresses (docs/in_network.md). A tree (``job["leaves"]``): the spine's job
+    1 of the leaves, leaf k's job 1 of its ranks with its trunk as the up port (docs/in_network.md, "Two
+    levels"), addresses as ``in_network.simulate`` gives them."""
     dut.sw_mac.value = proto.mac_int(inn.SWITCH_MAC)
     dut.sw_ip.value = proto.ip_int(inn.SWITCH_IP)
+    for r in range(bench_nodes(dut)):
+        getattr(dut, f"n{r}_ip").value = proto.ip_int(rank_ip(r))
+    dtype, codec = Dtype[job["dtype"]], Codec[job["codec"]]
+    if job.get("leaves"):
+        tree = tree_groups(job["nodes"], job["leaves"])
+        dut.sw_jobs.value = job_entry_value(1, range(len(tree)), job["window"], 0, dtype, codec, job["packet"])
+        for k, g in enumerate(tree):
+            getattr(dut, f"leaf{k}_mac").value = proto.mac_int(inn.leaf_mac(k))
+            getattr(dut, f"leaf{k}_ip").value = proto.ip_int(inn.leaf_ip(k))
+            getattr(dut, f"leaf{k}_jobs").value = job_entry_value(
+                1, range(len(g)), job["window"], 0, dtype, codec, job["packet"], up_port=len(g), up_job=1, up_worker=k)
+        return
     if len(groups) > SWITCH_JOBS:
         raise ValueError(f"the bench's switch holds {SWITCH_JOBS} jobs, got {len(groups)}")
     table = 0
     for k, g in enumerate(groups):
-        e = job_entry_value(k + 1, g, job["window"], k * job["window"], Dtype[job["dtype"]], Codec[job["codec"]],
-                            job["packet"])
+        e = job_entry_value(k + 1, g, job["window"], k * job["window"], dtype, codec, job["packet"])
         table |= e << (k * JobEntry.size)
     dut.sw_jobs.value = table
-    for r in range(bench_nodes(dut)):
-        getattr(dut, f"n{r}_ip").value = proto.ip_int(rank_ip(r))
 
 
 #: a ring job's per-NIC registers in its stats: the reliable link's counters (contract/link.py)
@@ -103,16 +126,37 @@ RING_REGISTERS = ("RETRANSMISSIONS", "LINK_TX_PSN", "LINK_RX_PSN", "LINK_TX_UNAC
                   "RX_DROP_DUPLICATE", "RX_DROP_OUT_OF_ORDER", "RX_DROP_MAC_ERROR", "RX_DROP_LINK_DOWN")
 
 
-def fault_counts(dut, r: int, name: str) -> dict:
-    """What link ``name`` ("up" or "down") of NIC ``r`` did to its frames: dropped, duplicated, corrupted."""
-    v = int(getattr(dut, f"n{r}_{name}_faults").value)
+def fault_counts(dut, r: int, name: str, kind: str = "n") -> dict:
+    """What link ``name`` ("up" or "down") of NIC ``r`` (of trunk ``r`` with ``kind`` "t") did to its frames:
+    dropped, duplicated, corrupted."""
+    v = int(getattr(dut, f"{kind}{r}_{name}_faults").value)
     return {k: (v >> (32 * i)) & 0xFFFFFFFF for i, k in enumerate(("dropped", "duplicated", "corrupted"))}
 
 
 def switch_stats(dut, nodes: int, jobs: int) -> dict:
-    """The switch's counters and every link's fault counters, decoded."""
-    layout = stats_layout(bench_nodes(dut), SWITCH_JOBS)
-    raw = int(dut.sw_stats.value)
+    """The switch's counters and every link's fault counters, decoded; a tree's: the spine's as the
+    switch's, and each leaf's and each trunk's."""
+    leaves = bench_leaves(dut)
+    if not leaves:
+        return {"switch_counters": switch_counters(dut, "sw", bench_nodes(dut), nodes, jobs),
+                "fault_counters": {"up": [fault_counts(dut, r, "up") for r in range(nodes)],
+                                   "down": [fault_counts(dut, r, "down") for r in range(nodes)]}}
+    tree = tree_groups(nodes, leaves)
+    return {"switch_counters": switch_counters(dut, "sw", max(leaves, MIN_SWITCH_PORTS), leaves, jobs),
+            "leaf_counters": [switch_counters(dut, f"leaf{k}", len(g) + 1, len(g) + 1, jobs)
+                              for k, g in enumerate(tree)],
+            "fault_counters": {"up": [fault_counts(dut, r, "up") for r in range(nodes)],
+                               "down": [fault_counts(dut, r, "down") for r in range(nodes)],
+                               "trunk_up": [fault_counts(dut, k, "up", "t") for k in range(leaves)],
+                               "trunk_down": [fault_counts(dut, k, "down", "t") for k in range(leaves)]}}
+
+
+def switch_counters(dut, prefix: str, ports: int, shown: int, jobs: int) -> dict:
+    """The counters of the switch whose stats are ``<prefix>_stats`` (``ports`` ports, the first ``shown``
+    of them reported), its first ``jobs`` job entries'."""
+    nodes = shown
+    layout = stats_layout(ports, SWITCH_JOBS)
+    raw = int(getattr(dut, f"{prefix}_stats").value)
 
     def field(name):
         f = layout[name]
@@ -121,7 +165,6 @@ def switch_stats(dut, nodes: int, jobs: int) -> dict:
     def array(name, inner_bits, count):
         v, _ = field(name)
         return [(v >> (inner_bits * i)) & ((1 << inner_bits) - 1) for i in range(count)]
-    ports = bench_nodes(dut)
     reasons = len(AggDrop)
     drops = dict(zip([r.name for r in AggDrop], array("drops", 32, reasons)))
     job_drops_raw = array("job_drops", 32 * reasons, SWITCH_JOBS)
@@ -130,19 +173,17 @@ def switch_stats(dut, nodes: int, jobs: int) -> dict:
     parser = array("port_parser_drops", 32 * len(DropReason), ports)
 
     return {
-        "switch_counters": {
             "drops": drops,
-            "jobs": [{"absorbed": a, "completed": c, "unicast": u, "nacks": k, "drops": d} for a, c, u, k, d in
+            "jobs": [{"absorbed": a, "completed": c, "unicast": u, "nacks": k, "up": up, "down": dn, "drops": d}
+                     for a, c, u, k, up, dn, d in
                      zip(array("job_absorbed", 32, jobs), array("job_completed", 32, jobs),
-                         array("job_unicast", 32, jobs), array("job_nacks", 32, jobs), job_drops)],
+                         array("job_unicast", 32, jobs), array("job_nacks", 32, jobs), array("job_up", 32, jobs),
+                         array("job_down", 32, jobs), job_drops)],
             "port_frames_in": array("port_frames_in", 32, ports)[:nodes],
             "port_frames_out": array("port_frames_out", 32, ports)[:nodes],
             "port_parser_drops": [{r.name: (v >> (32 * i)) & 0xFFFFFFFF for i, r in enumerate(DropReason)
                                    if (v >> (32 * i)) & 0xFFFFFFFF} for v in parser[:nodes]],
             "unknown_mac": field("unknown_mac")[0],
-        },
-        "fault_counters": {"up": [fault_counts(dut, r, "up") for r in range(nodes)],
-                           "down": [fault_counts(dut, r, "down") for r in range(nodes)]},
     }
 
 
@@ -167,22 +208,26 @@ async def run_job(dut, job: dict) -> dict:
         await configure_switch(dut, job, groups)
     await reset_pulse(dut)
     if switch:
-        while int(dut.sw_clearing.value):
+        while int(dut.sw_clearing.value) or any(int(getattr(dut, f"leaf{k}_clearing").value)
+                                                for k in range(bench_leaves(dut))):
             await Timer(10 * CLOCK_NS, unit="ns")
+    tree = tree_groups(n, job["leaves"]) if job.get("leaves") else None
     peers = [(proto.mac_int(rank_mac(r)), proto.ip_int(rank_ip(r))) for r in range(n)]
     bufs = []
 
     async def configure(r):
         """Identity, peers and rings of NIC r (again after it was reset), and the job's timers."""
         nic = nics[r]
-        if switch:          # rank = the worker's index in its job, the job id its job's
-            k = next(i for i, g in enumerate(groups) if r in g)
-            await nic.start(rank=groups[k].index(r), world_size=len(groups[k]), packet_elems=job["packet"],
-                            lag=job["lag"], job_id=k + 1, local_mac=peers[r][0], local_ip=peers[r][1],
-                            peers=[peers[q] for q in groups[k]])
-            for name, value in (("SWITCH_MAC_LO", proto.mac_int(inn.SWITCH_MAC) & 0xFFFFFFFF),
-                                ("SWITCH_MAC_HI", proto.mac_int(inn.SWITCH_MAC) >> 32),
-                                ("SWITCH_IP", proto.ip_int(inn.SWITCH_IP)),
+        if switch:          # rank = the worker's index in its job (its leaf's), the job id its job's
+            own = tree or groups
+            k = next(i for i, g in enumerate(own) if r in g)
+            sw_mac, sw_ip = (inn.leaf_mac(k), inn.leaf_ip(k)) if tree else (inn.SWITCH_MAC, inn.SWITCH_IP)
+            await nic.start(rank=own[k].index(r), world_size=len(own[k]), packet_elems=job["packet"],
+                            lag=job["lag"], job_id=1 if tree else k + 1, local_mac=peers[r][0], local_ip=peers[r][1],
+                            peers=[peers[q] for q in own[k]])
+            for name, value in (("SWITCH_MAC_LO", proto.mac_int(sw_mac) & 0xFFFFFFFF),
+                                ("SWITCH_MAC_HI", proto.mac_int(sw_mac) >> 32),
+                                ("SWITCH_IP", proto.ip_int(sw_ip)),
                                 ("AGG_WINDOW_LOG2", job["window"].bit_length() - 1),
                                 ("RETX_TIMEOUT", job["retransmit_timeout"]), ("AGG_DEADLINE", job["deadline"])):
                 await nic.write_reg(name, value)

@@ -94,6 +94,18 @@ def run(dut, sw, script, rng, backpressure=0.0, settle=400, workers=()):
     return bench, stats
 
 
+def one_at_a_time(frames, got):
+    """A script that sends ``frames`` ((port, frame) each) one at a time, the switch settling after each, and
+    appends to ``got`` the frames out that each caused (sorted (port, frame, mac_error))."""
+    async def script(bench, ctx):
+        for port, f in frames:
+            before = {p: len(v) for p, v in bench.out.items()}
+            await bench.send(ctx, port, f)
+            await ctx.tick().repeat(150)
+            got.append(sorted((p, fr, e) for p, v in bench.out.items() for fr, e in v[before[p]:]))
+    return script
+
+
 def model_switch(jobs):
     sw = inn.SwitchModel(PORTS, slots=8, max_jobs=2)
     for i, j in enumerate(jobs):
@@ -132,15 +144,7 @@ def test_frame_by_frame_against_the_model(dut, rng):
         want.append(sorted(sw.receive(port, f)))
 
     got = []
-
-    async def script(bench, ctx):
-        for port, f in frames:
-            before = {p: len(v) for p, v in bench.out.items()}
-            await bench.send(ctx, port, f)
-            await ctx.tick().repeat(150)
-            got.append(sorted((p, fr, e) for p, v in bench.out.items() for fr, e in v[before[p]:]))
-
-    _, stats = run(dut, sw, script, rng)
+    _, stats = run(dut, sw, one_at_a_time([(port, f) for port, f in frames], got), rng)
     for i, ((port, f), w, g) in enumerate(zip(frames, want, got)):
         assert g == w, (i, port, proto.Ainic(f[42:74]).summary() if len(f) > 74 else f[:16].hex(), len(w), len(g))
     assert stats["drops"] == sw.drops
@@ -184,15 +188,7 @@ def test_a_lost_contribution_is_asked_for_by_number(dut, rng):
     assert sw.job_counters[0].completed == 6
 
     got = []
-
-    async def script(bench, ctx):
-        for port, f, _ in frames:
-            before = {p: len(v) for p, v in bench.out.items()}
-            await bench.send(ctx, port, f)
-            await ctx.tick().repeat(150)
-            got.append(sorted((p, fr, e) for p, v in bench.out.items() for fr, e in v[before[p]:]))
-
-    _, stats = run(dut, sw, script, rng)
+    _, stats = run(dut, sw, one_at_a_time([(port, f) for port, f, _ in frames], got), rng)
     for i, (w, g) in enumerate(zip(want, got)):
         assert g == w, (i, frames[i][2][:2])
     assert stats["jobs"][0] == (sw.job_counters[0].absorbed, sw.job_counters[0].completed, sw.job_counters[0].unicast)
@@ -294,15 +290,7 @@ def test_a_leaf_frame_by_frame_against_the_model(dut, rng, codec):
     assert len(ups) == 8 and sw.job_counters[1].down == 4 and sw.job_counters[1].unicast == 4
 
     got = []
-
-    async def script(bench, ctx):
-        for port, f in frames:
-            before = {p: len(v) for p, v in bench.out.items()}
-            await bench.send(ctx, port, f)
-            await ctx.tick().repeat(150)
-            got.append(sorted((p, fr, e) for p, v in bench.out.items() for fr, e in v[before[p]:]))
-
-    _, stats = run(dut, sw, script, rng)
+    _, stats = run(dut, sw, one_at_a_time([(port, f) for port, f in frames], got), rng)
     for i, ((port, f), w, g) in enumerate(zip(frames, want, got)):
         assert g == w, (i, port, proto.Ainic(f[42:74]).summary() if len(f) > 74 else f[:16].hex(), len(w), len(g))
     assert stats["drops"] == sw.drops
