@@ -16,7 +16,7 @@ import numpy as np
 
 from contract import collective
 from contract.enums import Dtype, names
-from contract.in_network import DEADLINE, DEFAULT_WINDOW, RETRANSMIT_TIMEOUT
+from contract.in_network import DEADLINE, DEFAULT_WINDOW, RETRANSMIT_TIMEOUT, tree_groups
 from host_driver.cli.common import UsageError
 from host_driver.models import allreduce as ar
 
@@ -60,6 +60,9 @@ def add_parser(sub, formatter) -> None:
                    help="switch: slots per job, a power of two (default: the round trip over a packet's time, with half as "
                         f"much again: at least {DEFAULT_WINDOW})")
     d.add_argument("--jobs", type=int, default=1, help="switch: jobs at once, the nodes split between them")
+    d.add_argument("--leaves", type=int, default=None, metavar="K",
+                   help="switch: a two-level tree, the nodes on K leaf switches and the leaves on a spine "
+                        "(docs/in_network.md, \"Two levels\")")
     d.add_argument("--retransmit-timeout", type=int, default=RETRANSMIT_TIMEOUT, metavar="CYCLES",
                    help="cycles a sender waits for an ack (ring) or a result (switch) before it resends (doubling "
                         "per resend)")
@@ -138,7 +141,7 @@ def run(args) -> int:
                           retransmit_timeout=args.retransmit_timeout, deadline=args.deadline, fabric=args.fabric,
                           faults={"drop": args.drop, "dup": args.dup, "corrupt": args.corrupt,
                                   "seed": 1 if args.fault_seed is None else args.fault_seed},
-                          dead_rank=args.dead_rank, stage_trace=args.stage_trace)
+                          dead_rank=args.dead_rank, stage_trace=args.stage_trace, leaves=args.leaves)
     except (ValueError, TypeError) as exc:
         raise UsageError(str(exc)) from None
     try:
@@ -208,7 +211,9 @@ def _report(args, cluster, x, results, stats):
     eff = "—" if stats.efficiency is None else f"{stats.efficiency:.3f}"
     print(f"ainic demo: {op}, {n} nodes x {L:,} {args.dtype}, codec {args.codec}, P = {args.packet}, "
           f"backend {args.sim}, algorithm {args.algorithm}"
-          + (f" ({args.jobs} jobs: ranks {cluster.job_ranks()})" if args.jobs > 1 else ""))
+          + (f" ({args.jobs} jobs: ranks {cluster.job_ranks()})" if args.jobs > 1 else "")
+          + (f" (a tree: leaves of ranks {[list(g) for g in tree_groups(n, args.leaves)]} on a spine)"
+             if args.leaves else ""))
     rows = [
         ("cycles (measured)", cyc + ("  (the model backend has no time)" if stats.cycles is None else "")),
         (("in-network bound" if switch else "ring bound") + ", cycles / us",
@@ -236,7 +241,8 @@ def _report(args, cluster, x, results, stats):
                   f"seed {1 if args.fault_seed is None else args.fault_seed}")
     if switch:
         fc, sc = stats.fault_counters, stats.switch_counters
-        total = {k: sum(c[k] for c in fc["up"] + fc["down"]) for k in ("frames", "dropped", "duplicated", "corrupted")}
+        links = fc["up"] + fc["down"] + fc.get("trunk_up", []) + fc.get("trunk_down", [])
+        total = {k: sum(c.get(k, 0) for c in links) for k in ("frames", "dropped", "duplicated", "corrupted")}
         drops = {k: v for k, v in sc["drops"].items() if v}
         rows[6:6] = [
             ("frames per link (down)", ", ".join(map(str, stats.down_frames_per_link))),
@@ -248,7 +254,9 @@ def _report(args, cluster, x, results, stats):
             ("switch: rounds / resent results", ", ".join(f"job {j}: {c['completed']} / {c['unicast']}"
                                                         for j, c in enumerate(sc["jobs"]))),
             ("switch: drops", ", ".join(f"{k} {v}" for k, v in drops.items()) or "none"),
-        ]
+        ] + [(f"leaf {k}: rounds / partials up / results down / resent",
+              f"{c['jobs'][0]['completed']} / {c['jobs'][0]['up']} / {c['jobs'][0]['down']} / {c['jobs'][0]['unicast']}")
+             for k, c in enumerate(sc.get("leaves", []))]
     if not switch and stats.retransmitted_per_rank is not None:       # the ring's links under faults
         fc = stats.fault_counters
         total = {k: sum(c[k] for c in fc["up"] + fc["down"]) for k in ("dropped", "duplicated", "corrupted")}

@@ -83,6 +83,10 @@ def test_a_closed_pipe_ends_quietly():
     (["demo", "--sim", "model", "--algorithm", "switch", "--lag", "4"], "--lag is the ring's work order"),
     (["demo", "--sim", "model", "--fault-seed", "3"], "--fault-seed seeds the links' faults"),
     (["demo", "--sim", "model", "--drop", "1.5"], "--drop is a probability in 0 .. 1"),
+    (["demo", "--sim", "model", "--leaves", "2"], "leaves (a tree of switches) needs algorithm='switch'"),
+    (["demo", "--sim", "model", "--algorithm", "switch", "--leaves", "2", "--jobs", "2"], "and one job"),
+    (["demo", "--sim", "model", "--algorithm", "switch", "--nodes", "4", "--leaves", "5"],
+     "leaves must be an int in 2 .. 4"),
     (["codec", "x.npy", "--elements", "10"], "a FILE gives the tensor: --elements and --seed do not apply"),
     (["codec", "--elements", "0"], "--elements must be >= 1"),
     (["verilog", "--integration", "--width", "64"], "--top and --width do not apply"),
@@ -168,6 +172,17 @@ def test_the_switch_demo_shows_its_own_bus_bound(capsys):
     assert main(["demo", "--sim", "model", "--algorithm", "switch", "--elements", "2048"]) == 0
     out = capsys.readouterr().out
     assert "bus-bandwidth bound S/B" in out and "2(N-1)/N" not in out
+
+
+def test_the_tree_demo_shows_its_leaves(tmp_path, capsys):
+    out = tmp_path / "t.json"
+    assert main(["demo", "--sim", "model", "--algorithm", "switch", "--nodes", "5", "--leaves", "2", "--elements",
+                 "3000", "--codec", "bfp8", "--drop", "0.02", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "a tree: leaves of ranks [[0, 1, 2], [3, 4]] on a spine" in text and "bit-exact with golden model        yes" in text
+    leaves = json.loads(out.read_text())["switch_counters"]["leaves"]
+    assert len(leaves) == 2 and all(c["jobs"][0]["down"] == 12 and c["jobs"][0]["up"] >= 12 for c in leaves)
+    assert "leaf 1: rounds / partials up / results down / resent" in text
 
 
 def test_a_run_that_breaks_says_so_in_one_line(monkeypatch, capsys):
