@@ -57,7 +57,8 @@ NIC_BLOCKS = {"comp": "compressor", "dec0": "decompressor (each of two)", "engin
 #: the 8-port switch's blocks (hdl/switch/aggregation_switch.py; port 0's stand for the eight)
 SWITCH_BLOCKS = {"switch.engine0": "aggregation engine (each of 8)", "switch.in0": "ingress (each of 8)",
                  "switch.out0": "egress (each of 8)", "switch.forward": "forwarding queues",
-                 "switch.xbar": "packet crossbar", "regs": "register block"}
+                 "switch.xbar": "packet crossbar", "switch.results": "result bus (one encoder)",
+                 "regs": "register block"}
 
 
 def _cell(name) -> str:

@@ -6,7 +6,8 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from contract import regmap as rm
-from contract.in_network import MIN_SWITCH_PORTS, tree_groups
+from contract.in_network import MAX_NIC_WINDOW, MIN_SWITCH_PORTS, tree_groups
+from contract.protocol import FRAME_HEADER_BYTES
 from contract.limits import MAX_CLUSTER_NODES
 from hdl.host.axi import AxiLiteSignature
 from hdl.nic.nic import nic_signature
@@ -233,12 +234,19 @@ class ClusterBench(wiring.Component):
             stalls = getattr(self, f"n{i}_rx_stalls")
             with m.If(d.tvalid & ~rx.tready):
                 m.d.sync += stalls.eq(stalls + 1)
-        # the trunks of a tree: a link each way with fault injection, leaf k's last port <-> the spine's port k
+        # the trunks of a tree: a link each way with fault injection, leaf k's last port <-> the spine's port k.
+        # A leaf's one result bus carries a partial up and the spine's result down for every round, so its
+        # partials and the spine's results form a cycle (leaf bus -> trunk up -> spine -> trunk down -> leaf
+        # engine -> leaf bus): a trunk that backpressures the leaf's bus while the spine waits on the leaf
+        # locks both (measured: 8 NICs, W = 64, 256-element packets, 32 slots, 1,024-beat trunks). A trunk
+        # holds a whole window of the largest frames, so the leaf's bus never waits on it.
+        frame_beats = -(-(FRAME_HEADER_BYTES + 4 * SWITCH_MAX_PACKET) // (W // 8))
+        trunk_depth = 1 << (MAX_NIC_WINDOW * frame_beats - 1).bit_length()
         for k, g in enumerate(self.groups or ()):
             ends = (("up", getattr(leaf_sw[k], f"m_axis_{len(g)}"), getattr(sw, f"s_axis_{k}")),
                     ("down", getattr(sw, f"m_axis_{k}"), getattr(leaf_sw[k], f"s_axis_{len(g)}")))
             for name, src, dst in ends:
-                m.submodules[f"t{k}_{name}"] = link = LinkModel(W, self.link_depth, user_width=1)
+                m.submodules[f"t{k}_{name}"] = link = LinkModel(W, trunk_depth, user_width=1)
                 m.d.comb += [link.cfg_latency.eq(link_latency), link.cfg_rate.eq(link_rate)]
                 wiring.connect(m, src, link.s_axis)
                 m.submodules[f"t{k}_{name}_faults"] = inj = FaultInjector(W)
