@@ -360,16 +360,25 @@ class SwitchModel:
         if index is None:
             return self._drop(AggDrop.unknown_job)
         job = self.jobs[index]
-        if a.worker >= job.workers or job.ports[a.worker] != port:
-            return self._drop(AggDrop.not_member, index)
-        if a.dtype != Dtype[job.dtype] or a.codec != Codec[job.codec]:
-            return self._drop(AggDrop.dtype, index)
-        if a.slot >= job.window:
-            return self._drop(AggDrop.slot_range, index)
-        if a.count > job.packet:
-            return self._drop(AggDrop.count, index)
+        bad = self._check(a, job, a.worker >= job.workers or job.ports[a.worker] != port)
+        if bad is not None:
+            return self._drop(bad, index)
         nack = self._gap(port, a, job, index)
         return nack + self._number(self._decide(port, a, job, index))
+
+    @staticmethod
+    def _check(a: Agg, job: Job, stranger: bool):
+        """The decision table's rows 3-6 once the job is known (``stranger``: not the worker it says it is):
+        the AggDrop of the first that fails, or None."""
+        if stranger:
+            return AggDrop.not_member
+        if a.dtype != Dtype[job.dtype] or a.codec != Codec[job.codec]:
+            return AggDrop.dtype
+        if a.slot >= job.window:
+            return AggDrop.slot_range
+        if a.count > job.packet:
+            return AggDrop.count
+        return None
 
     def _gap(self, port: int, a: Agg, job: Job, index: int) -> list:
         """The worker's frames on ``port`` are numbered (``seq``) and each names the psn of the one before
@@ -454,14 +463,9 @@ class SwitchModel:
         if index is None:
             return self._drop(AggDrop.unknown_job)
         job, jc = self.jobs[index], self.job_counters[index]
-        if a.worker != job.up_worker:
-            return self._drop(AggDrop.not_member, index)
-        if a.dtype != Dtype[job.dtype] or a.codec != Codec[job.codec]:
-            return self._drop(AggDrop.dtype, index)
-        if a.slot >= job.window:
-            return self._drop(AggDrop.slot_range, index)
-        if a.count > job.packet:
-            return self._drop(AggDrop.count, index)
+        bad = self._check(a, job, a.worker != job.up_worker)
+        if bad is not None:
+            return self._drop(bad, index)
         st = self.pool[job.slot_base + a.slot][a.set]
         if st.psn != a.psn or st.count < job.workers:
             return self._drop(AggDrop.stale, index)

@@ -151,10 +151,9 @@ def switch_stats(dut, nodes: int, jobs: int) -> dict:
                                "trunk_down": [fault_counts(dut, k, "down", "t") for k in range(leaves)]}}
 
 
-def switch_counters(dut, prefix: str, ports: int, shown: int, jobs: int) -> dict:
-    """The counters of the switch whose stats are ``<prefix>_stats`` (``ports`` ports, the first ``shown``
+def switch_counters(dut, prefix: str, ports: int, nodes: int, jobs: int) -> dict:
+    """The counters of the switch whose stats are ``<prefix>_stats`` (``ports`` ports, the first ``nodes``
     of them reported), its first ``jobs`` job entries'."""
-    nodes = shown
     layout = stats_layout(ports, SWITCH_JOBS)
     raw = int(getattr(dut, f"{prefix}_stats").value)
 

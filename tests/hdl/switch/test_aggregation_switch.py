@@ -106,6 +106,18 @@ def one_at_a_time(frames, got):
     return script
 
 
+def same_frames_and_counters(dut, sw, frames, want, rng) -> dict:
+    """Send ``frames`` one at a time; each one's frames out must be ``want``'s (the model's), and the drops and
+    the jobs' rounds the model's counters. Returns the switch's counters."""
+    got = []
+    _, stats = run(dut, sw, one_at_a_time(frames, got), rng)
+    for i, ((port, f), w, g) in enumerate(zip(frames, want, got)):
+        assert g == w, (i, port, proto.Ainic(f[42:74]).summary() if len(f) > 74 else f[:16].hex(), len(w), len(g))
+    assert stats["drops"] == sw.drops
+    assert stats["jobs"] == [(c.absorbed, c.completed, c.unicast) for c in sw.job_counters]
+    return stats
+
+
 def model_switch(jobs):
     sw = inn.SwitchModel(PORTS, slots=8, max_jobs=2)
     for i, j in enumerate(jobs):
@@ -143,12 +155,7 @@ def test_frame_by_frame_against_the_model(dut, rng):
     for port, f in frames:
         want.append(sorted(sw.receive(port, f)))
 
-    got = []
-    _, stats = run(dut, sw, one_at_a_time([(port, f) for port, f in frames], got), rng)
-    for i, ((port, f), w, g) in enumerate(zip(frames, want, got)):
-        assert g == w, (i, port, proto.Ainic(f[42:74]).summary() if len(f) > 74 else f[:16].hex(), len(w), len(g))
-    assert stats["drops"] == sw.drops
-    assert stats["jobs"] == [(c.absorbed, c.completed, c.unicast) for c in sw.job_counters]
+    stats = same_frames_and_counters(dut, sw, frames, want, rng)
     assert stats["job_drops"] == [c.drops for c in sw.job_counters]
     assert stats["unknown_mac"] == 1
     assert stats["frames_in"] == [c.frames_in for c in sw.port_counters]
@@ -289,12 +296,7 @@ def test_a_leaf_frame_by_frame_against_the_model(dut, rng, codec):
     ups = [fr for w in want for p, fr, _ in w if p == 2]
     assert len(ups) == 8 and sw.job_counters[1].down == 4 and sw.job_counters[1].unicast == 4
 
-    got = []
-    _, stats = run(dut, sw, one_at_a_time([(port, f) for port, f in frames], got), rng)
-    for i, ((port, f), w, g) in enumerate(zip(frames, want, got)):
-        assert g == w, (i, port, proto.Ainic(f[42:74]).summary() if len(f) > 74 else f[:16].hex(), len(w), len(g))
-    assert stats["drops"] == sw.drops
-    assert stats["jobs"] == [(c.absorbed, c.completed, c.unicast) for c in sw.job_counters]
+    stats = same_frames_and_counters(dut, sw, frames, want, rng)
     assert stats["updown"] == [(c.up, c.down) for c in sw.job_counters]
     assert stats["job_drops"] == [c.drops for c in sw.job_counters]
     assert stats["parser"] == [{k: v for k, v in c.parser_drops.items() if v} for c in sw.port_counters]
