@@ -9,7 +9,7 @@ hold besides (``MAX_CLUSTER_NODES``, the RTL switch's packet limit) is the harne
 """
 
 from contract.enums import Algorithm, Codec, Collective, Dtype, names
-from contract.in_network import MAX_JOB_WORKERS
+from contract.in_network import MAX_JOB_WORKERS, MAX_TREE_RANKS, tree_groups
 from contract.limits import DEFAULT_WIDTH, MAX_COUNT, MAX_RANKS, NIC_WIDTHS
 from contract.protocol import DEFAULT_P, MAX_P, MIN_P, packet_quantum
 
@@ -25,15 +25,17 @@ def _int_in(name: str, v, lo: int, hi: int, why: str = "") -> None:
         raise ValueError(f"{name} must be an int in {lo:,} .. {hi:,}{why}, got {v!r}")
 
 
-def max_nodes(algorithm: str) -> int:
+def max_nodes(algorithm: str, leaves: int = None) -> int:
     """The most ranks one collective may have: a ring NIC's peer table (``MAX_RANKS``), a switch job's
-    workers (``MAX_JOB_WORKERS``)."""
-    return MAX_JOB_WORKERS if algorithm == "switch" else MAX_RANKS
+    workers (``MAX_JOB_WORKERS``), a two-level tree's leaves of members (``MAX_TREE_RANKS``)."""
+    if algorithm == "switch":
+        return MAX_TREE_RANKS if leaves is not None else MAX_JOB_WORKERS
+    return MAX_RANKS
 
 
 def check(nodes: int, elements: int = None, *, codec: str = "none", dtype: str = "fp32", op: str = "allreduce",
           algorithm: str = "ring", packet: int = DEFAULT_P, width: int = DEFAULT_WIDTH, link_gbps: float = 80.0,
-          clock_mhz: float = 250.0, link_latency: int = 125) -> None:
+          clock_mhz: float = 250.0, link_latency: int = 125, leaves: int = None) -> None:
     """Raise ``ValueError`` (one sentence: the parameter, its range, the value given) unless a NIC of width
     ``width`` could run this collective (``elements`` None: any count). A collective has at least 2 ranks:
     world size 1 is legal for the hardware, and is the NIC's local copy (nothing crosses the network)."""
@@ -44,8 +46,13 @@ def check(nodes: int, elements: int = None, *, codec: str = "none", dtype: str =
     if algorithm == "switch" and op != "allreduce":
         raise ValueError(f"in-network aggregation runs allreduce only (reduce-scatter and allgather run on the "
                          f"ring: docs/in_network.md), got op {op!r}")
-    _int_in("nodes", nodes, 2, max_nodes(algorithm),
-            " (the switch's workers per job)" if algorithm == "switch" else " (the NIC's peer table)")
+    if leaves is not None and algorithm != "switch":
+        raise ValueError(f"leaves (a two-level tree of switches) needs algorithm 'switch', got {algorithm!r}")
+    _int_in("nodes", nodes, 2, max_nodes(algorithm, leaves),
+            " (the NIC's peer table)" if algorithm != "switch" else " (the switch's workers per job)"
+            if leaves is None else " (a tree's leaves of members)")
+    if leaves is not None:
+        tree_groups(nodes, leaves)
     if elements is not None:
         _int_in("elements", elements, 1, MAX_COUNT, " (a descriptor's count)")
     if codec not in names(Codec):
@@ -70,7 +77,8 @@ def check(nodes: int, elements: int = None, *, codec: str = "none", dtype: str =
 #: name -> (type, default, choices, help). One definition: the defaults, the choices and what each means.
 ARGUMENTS = {
     "nodes": (int, 4, None, f"ranks taking part: 2 .. {MAX_RANKS} on the ring (the NIC's peer table), "
-                            f"2 .. {MAX_JOB_WORKERS} in-network (a switch job's workers)"),
+                            f"2 .. {MAX_JOB_WORKERS} in-network (a switch job's workers), 2 .. {MAX_TREE_RANKS} over "
+                            "a tree of switches (--leaves)"),
     "elements": (int, 1 << 20, None, f"elements each rank contributes, 1 .. {MAX_COUNT:,}"),
     "codec": (str, "bfp8", tuple(names(Codec)), "the wire codec: none; fp16 or bf16 (2 bytes an element); bfp8 or "
                                                 "bfp4 (block floating point: docs/numerics.md)"),
@@ -85,6 +93,8 @@ ARGUMENTS = {
                                       "bytes a cycle"),
     "link_latency": (int, 125, None, "cycles a frame spends on one link (a ring hop through the Ethernet switch "
                                      "is two links)"),
+    "leaves": (int, None, None, "switch: a two-level tree, the nodes on K leaf switches (contiguous groups) and the "
+                                "leaves on a spine (docs/in_network.md, \"Two levels\"; default: one switch)"),
 }
 
 
@@ -92,12 +102,12 @@ def add_arguments(parser, names_=tuple(ARGUMENTS)) -> None:
     """``--nodes``, ``--elements``, ... (those of ``names_``) on an ``argparse`` parser. Their default is None
     in the namespace, so that :func:`resolve` can tell what the user gave; the help states the real one."""
     metavars = {"nodes": "N", "elements": "L", "packet": "P", "link_gbps": "GBPS", "clock_mhz": "MHZ",
-                "link_latency": "CYCLES"}
+                "link_latency": "CYCLES", "leaves": "K"}
     for name in names_:
         kind, default, choices, text = ARGUMENTS[name]
         parser.add_argument("--" + name.replace("_", "-"), type=kind, choices=choices, default=None,
                             metavar=metavars.get(name),
-                            help=f"{text} (default: {default})")
+                            help=text if default is None else f"{text} (default: {default})")
 
 
 def resolve(args, names_=tuple(ARGUMENTS)) -> set:

@@ -128,12 +128,26 @@ class FaultStream:
         return FaultDecision(drop, corrupt, not drop and (self.state & 0xFFFF) < self.dup)
 
 
+#: a two-level tree (docs/in_network.md, "Two levels"): a leaf's members take all its ports but the trunk (and
+#: are a job's workers), the spine's job has a worker per leaf, one port each
+MAX_TREE_LEAF_RANKS = min(MAX_JOB_WORKERS, MAX_SWITCH_PORTS - 1)
+MAX_TREE_LEAVES = min(MAX_JOB_WORKERS, MAX_SWITCH_PORTS)
+MAX_TREE_RANKS = MAX_TREE_LEAF_RANKS * MAX_TREE_LEAVES
+
+
 def tree_groups(n: int, leaves: int) -> list:
     """The ranks behind each leaf switch of a two-level tree (docs/in_network.md, "Two levels"): ``leaves``
-    contiguous groups of 0 .. n - 1, their sizes at most one apart (the first ``n % leaves`` one larger)."""
-    if not isinstance(leaves, int) or isinstance(leaves, bool) or not 2 <= leaves <= n:
-        raise ValueError(f"leaves must be an int in 2 .. {n} (the ranks), got {leaves!r}")
+    contiguous groups of 0 .. n - 1, their sizes at most one apart (the first ``n % leaves`` one larger).
+    A leaf holds at most :data:`MAX_TREE_LEAF_RANKS` ranks (its members' ports and its trunk), a spine at most
+    :data:`MAX_TREE_LEAVES` leaves: up to :data:`MAX_TREE_RANKS` ranks in all."""
+    if not isinstance(leaves, int) or isinstance(leaves, bool) or not 2 <= leaves <= min(n, MAX_TREE_LEAVES):
+        raise ValueError(f"leaves must be an int in 2 .. {min(n, MAX_TREE_LEAVES)} (the ranks, at most a spine's "
+                         f"{MAX_TREE_LEAVES} ports), got {leaves!r}")
     size, extra = divmod(n, leaves)
+    if size + (extra > 0) > MAX_TREE_LEAF_RANKS:
+        raise ValueError(f"{n} ranks on {leaves} leaves put {size + (extra > 0)} on a leaf: a leaf switch holds at "
+                         f"most {MAX_TREE_LEAF_RANKS} (its {MAX_SWITCH_PORTS} ports less the trunk); give at least "
+                         f"{-(-n // MAX_TREE_LEAF_RANKS)} leaves")
     groups, start = [], 0
     for k in range(leaves):
         groups.append(tuple(range(start, start + size + (k < extra))))

@@ -25,6 +25,14 @@ JOB_CONFIG_FIELDS = (
     ("packet", 16, 11, f"P: the most elements a contribution carries (16 .. {MAX_P})"),
 )
 PORT_NIBBLES = 8            # JOB_PORTS_LO: workers 0..7, JOB_PORTS_HI: workers 8..15, 4 bits each
+#: JOB_UP's fields: a leaf's job in a two-level tree (docs/in_network.md, "Two levels")
+JOB_UP_FIELDS = (
+    ("up", 0, 1, "1: a leaf's job: a complete round goes up to the spine, the spine's result comes down to "
+                 "the workers"),
+    ("up_port", 4, 4, "the port of the trunk to the spine"),
+    ("up_worker", 8, 4, f"the leaf's worker index in the spine's job (0 .. {MAX_JOB_WORKERS - 1})"),
+    ("up_job", 16, 16, "the spine's job id (its frames on the trunk carry it)"),
+)
 
 
 def caps_value(width: int, ports: int, jobs: int, engines: int) -> int:
@@ -36,10 +44,21 @@ def job_config_value(enable: bool, workers: int, window: int, dtype, codec, pack
     and codec as members, names or codes."""
     values = {"enable": int(enable), "workers": workers, "window_log2": window.bit_length() - 1,
               "dtype": int(parse(Dtype, dtype, "dtype")), "codec": int(parse(Codec, codec, "codec")), "packet": packet}
+    return _pack("JOB_CONFIG", JOB_CONFIG_FIELDS, values)
+
+
+def job_up_value(up_port: int = None, up_job: int = 0, up_worker: int = 0) -> int:
+    """JOB_UP of a leaf's job whose trunk is port ``up_port`` (None: not a leaf, 0), worker ``up_worker`` of
+    the spine's job ``up_job``."""
+    values = {"up": int(up_port is not None), "up_port": up_port or 0, "up_worker": up_worker, "up_job": up_job}
+    return _pack("JOB_UP", JOB_UP_FIELDS, values)
+
+
+def _pack(register: str, fields, values: dict) -> int:
     out = 0
-    for name, lsb, width, _ in JOB_CONFIG_FIELDS:
-        if not 0 <= values[name] < 1 << width:
-            raise ValueError(f"JOB_CONFIG.{name} = {values[name]} does not fit {width} bits")
+    for name, lsb, width, _ in fields:
+        if isinstance(values[name], bool) or not isinstance(values[name], int) or not 0 <= values[name] < 1 << width:
+            raise ValueError(f"{register}.{name} = {values[name]!r} does not fit {width} bits")
         out |= values[name] << lsb
     return out
 
@@ -92,6 +111,10 @@ def switch_regmap(ports: int = MAX_SWITCH_PORTS, jobs: int = MAX_SWITCH_JOBS) ->
         "4w+3:4w).", count=jobs, reserve=MAX_SWITCH_JOBS)
     reg("JOB_PORTS_HI", "rw", 0, "Job entry k: the switch port of workers 8..15 (worker w in bits "
         "4(w-8)+3:4(w-8)).", count=jobs, reserve=MAX_SWITCH_JOBS)
+    reg("JOB_UP", "rw", 0, "Job entry k: 0, or a leaf's job of a two-level tree (docs/in_network.md, \"Two "
+        "levels\"): its complete rounds go up the trunk as one worker's contributions to the spine's job, and the "
+        "spine's results come down to its workers.", [Field(*f) for f in JOB_UP_FIELDS], count=jobs,
+        reserve=MAX_SWITCH_JOBS)
     reg("UNKNOWN_MAC", "ro", 0, "Frames for no port's MAC and not for the switch: dropped.", align=0x100)
     for reason in AggDrop:
         reg(f"DROP_{reason.name.upper()}", "ro", 0,
@@ -116,6 +139,10 @@ def switch_regmap(ports: int = MAX_SWITCH_PORTS, jobs: int = MAX_SWITCH_JOBS) ->
     reg("JOB_NACKS", "ro", 0, "Job entry k: contributions found lost on a worker's link (a gap in its numbered "
         "frames) and asked for again with an `agg_nack` (docs/in_network.md, \"Losses\").", count=jobs,
         reserve=MAX_SWITCH_JOBS)
+    reg("JOB_UP_SENT", "ro", 0, "Job entry k, a leaf's: partial sums sent up to the spine (resends included).",
+        count=jobs, reserve=MAX_SWITCH_JOBS)
+    reg("JOB_DOWN_TAKEN", "ro", 0, "Job entry k, a leaf's: the spine's results taken and multicast to its workers.",
+        count=jobs, reserve=MAX_SWITCH_JOBS)
     return RegisterMap("Aggregation switch registers", "AINIC_SWITCH", __doc__.strip().split("\n\n", 1)[1]
                        .replace("\n", " ").replace("``", "`"), mb.regs,
                        constants=("ID", "VERSION", "CAPS", "POOL_SLOTS", "MAX_PACKET"), source="contract/switch_regmap.py")

@@ -14,7 +14,10 @@ and ``make bench`` run it), every result checked bit for bit against the golden 
   codec's link): ALLREDUCE at N = 4, fit L ∈ {262,144, 1,048,576}, held out L = 524,288; the same codecs;
 * **switch** (the in-network ALLREDUCE, NICs linked through the aggregation switch, every NIC's job on one
   4-port switch bench): fit N ∈ {2, 4} at the same L, held out N = 3 at L ∈ {131,072, 1,048,576} and N = 4
-  at L = 524,288; the same codecs.
+  at L = 524,288; the same codecs;
+* **tree** (the in-network ALLREDUCE over two levels: 4 NICs on two leaf switches and a spine,
+  docs/in_network.md, "Two levels"), held out: L ∈ {262,144, 1,048,576}, the same codecs, predicted with
+  the switch's constants (the tree changes the model's features, not its constants).
 
 Writes ``host_driver/perf/calibration.json`` (the points, the fitted constants per collective, versioned
 with the code, and the digest of the RTL they were measured on, ``hdl.flow.deps.timing_digest``: ``ainic
@@ -56,6 +59,8 @@ CODECS = ("none", "fp16", "bfp8", "bfp4")
 #: the switch: one 4-port bench runs every N (a smaller job on a larger bench: one build)
 SWITCH_BENCH, SWITCH_FIT_NODES = 4, (2, 4)
 SWITCH_HELD = [(3, 1 << 17), (3, 1 << 20), (4, 1 << 19)]
+#: the tree: (nodes, leaves) and its held-out element counts
+TREE, TREE_HELD = (4, 2), (1 << 18, 1 << 20)
 #: the wide NIC: one bench (N = 4), the ring's ALLREDUCE (what make bench runs on it)
 WIDE_WIDTH, WIDE_NODES, WIDE_FIT, WIDE_HELD = 1024, 4, (1 << 18, 1 << 20), (1 << 19,)
 #: the error the held-out points must stay within (issue 15)
@@ -66,10 +71,16 @@ def benches(points) -> list:
     """The (top, width) of every Verilog a set of points simulated: each cluster bench and the NIC inside."""
     out = set()
     for p in points:
-        switch = p["algorithm"] == "switch"
-        out.add((f"{'switch_' if switch else ''}cluster_n{SWITCH_BENCH if switch else p['nodes']}", p["width"]))
+        out.add((bench_top(p["algorithm"], p["nodes"], p.get("leaves")), p["width"]))
         out.add(("nic", p["width"]))
     return sorted(out)
+
+
+def bench_top(algorithm: str, nodes: int, leaves: int = None) -> str:
+    """The cluster bench a point runs on: a ring's own, the 4-port switch bench, a tree's."""
+    if leaves:
+        return f"tree_cluster_n{nodes}_l{leaves}"
+    return f"switch_cluster_n{SWITCH_BENCH}" if algorithm == "switch" else f"cluster_n{nodes}"
 
 
 def verilog_digests(tops) -> dict:
@@ -102,6 +113,22 @@ def restamp() -> int:
     return 0
 
 
+def _current(kept, digest):
+    """The points an ``--algorithm`` run keeps, stamped with today's sources when every bench they ran on
+    exports the same Verilog as when they were measured (the calibration then records one RTL, and ``ainic
+    model`` does not warn); otherwise as they were, and a warning names the benches that changed."""
+    if not kept or all(p.get("rtl_digest") == digest for p in kept):
+        return kept
+    then = json.loads(CALIBRATION.read_text())["meta"].get("verilog", {})
+    now = verilog_digests(benches(kept))
+    changed = sorted(k for k in now if then.get(k) != now[k])
+    if changed:
+        print(f"calibrate: warning: the points kept ran on other Verilog ({', '.join(changed)}): measure them "
+              "again (make calibrate)", file=sys.stderr)
+        return kept
+    return [{**p, "rtl_digest": digest} for p in kept]
+
+
 def sweep(algorithms=("ring", "switch")):
     """[(Setup, "fit" | "held_out")] of the documented sweep."""
     out = []
@@ -117,6 +144,7 @@ def sweep(algorithms=("ring", "switch")):
         for codec in CODECS:
             out += [(Setup(n, L, codec, algorithm="switch"), "fit") for n in SWITCH_FIT_NODES for L in FIT_ELEMENTS]
             out += [(Setup(n, L, codec, algorithm="switch"), "held_out") for n, L in SWITCH_HELD]
+            out += [(Setup(TREE[0], L, codec, algorithm="switch", leaves=TREE[1]), "held_out") for L in TREE_HELD]
     return out
 
 
@@ -130,7 +158,8 @@ def measure(setup: Setup) -> dict:
     switch = setup.algorithm == "switch"
     cluster = Cluster(setup.nodes, "verilator", setup.width, setup.codec, packet=setup.packet,
                       link_gbps=setup.link_gbps, clock_mhz=setup.clock_mhz, link_latency=setup.link_latency,
-                      algorithm=setup.algorithm, bench_nodes=SWITCH_BENCH if switch else None)
+                      algorithm=setup.algorithm, bench_nodes=SWITCH_BENCH if switch and not setup.leaves else None,
+                      leaves=setup.leaves)
     got, st = cluster.collective(setup.op, x)
     want = cluster.golden(x) if switch else MODEL_OPS[setup.op](x, setup.codec, "fp32", setup.packet)
     if not np.array_equal(got.view(np.uint32), want.view(np.uint32)):
@@ -156,7 +185,7 @@ def _measure_all(todo, workers, journal: Path, digest: str):
     firsts = {}
     for i, s in enumerate(setups):
         if i not in got:
-            firsts.setdefault((s.algorithm, SWITCH_BENCH if s.algorithm == "switch" else s.nodes, s.width), i)
+            firsts.setdefault((bench_top(s.algorithm, s.nodes, s.leaves), s.width), i)
     journal.parent.mkdir(parents=True, exist_ok=True)
     with ProcessPoolExecutor(max_workers=workers) as pool, open(journal, "a") as log:
         for wave in (list(firsts.values()), [i for i in range(len(setups)) if i not in got and i not in firsts.values()]):
@@ -192,8 +221,9 @@ def main(argv=None) -> int:
         print(f"calibrate: {len(todo)} collectives on Verilator ...", flush=True)
         digest = timing_digest()
         got = _measure_all(todo, args.workers, build_dir() / "calibrate_points.jsonl", digest)
-        points = kept + [{**asdict(s), "role": role, **m, "rtl_digest": digest} for (s, role), m in zip(todo, got)]
-    setups = [(Setup(**{k: p[k] for k in Setup.__dataclass_fields__}), p) for p in points]
+        points = _current(kept, digest) + [{**asdict(s), "role": role, **m, "rtl_digest": digest}
+                                           for (s, role), m in zip(todo, got)]
+    setups = [(Setup(**{k: p[k] for k in Setup.__dataclass_fields__ if k in p}), p) for p in points]
     constants = {}
     for k in sorted({key(s) for s, _ in setups}):
         constants[k] = fit([(s, p["cycles"]) for s, p in setups if key(s) == k and p["role"] == "fit"])
@@ -202,7 +232,7 @@ def main(argv=None) -> int:
         pred = constants[key(s)].cycles(s.features(), s.codec)
         if p["role"] == "held_out":
             worst = max(worst, abs(pred / p["cycles"] - 1))
-        rows.append({"algorithm": s.algorithm, "op": s.op, "nodes": s.nodes, "elements": s.elements,
+        rows.append({"algorithm": s.algorithm, "op": s.op, "nodes": s.nodes, "leaves": s.leaves, "elements": s.elements,
                      "codec": s.codec, "role": p["role"], "measured_cycles": p["cycles"],
                      "predicted_cycles": round(pred), "error": round(pred / p["cycles"] - 1, 4)})
     held = [r for r in rows if r["role"] == "held_out"]
@@ -214,7 +244,8 @@ def main(argv=None) -> int:
             # the Verilog of every bench the points ran on (--restamp compares it)
             "verilog": (json.loads(CALIBRATION.read_text())["meta"].get("verilog") if args.reuse
                         else verilog_digests(benches(points))),
-            "setup": "ring and switch on the RTL cluster, Verilator, W = 512 (and the ring at W = 1024), 80 Gb/s, "
+            "setup": "ring, switch and a tree of switches on the RTL cluster, Verilator, W = 512 (and the ring at W = "
+                     "1024), 80 Gb/s, "
                      "250 MHz, 125 cycles a link, P = 256, the lag chosen per ring",
             "held_out_max_abs_error": worst, "limit": LIMIT}
     CALIBRATION.write_text(json.dumps({"meta": meta, "constants": {k: asdict(c) for k, c in constants.items()},

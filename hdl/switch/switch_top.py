@@ -8,6 +8,7 @@ from contract.enums import AggDrop, DropReason
 from contract.regmap import VERSION_VALUE
 from contract.switch_regmap import (
     JOB_CONFIG_FIELDS,
+    JOB_UP_FIELDS,
     PORT_NIBBLES,
     SWITCH_ID_VALUE,
     caps_value,
@@ -69,12 +70,16 @@ class SwitchTop(wiring.Component):
         for k in range(self.max_jobs):
             e, cfg = sw.cfg_jobs[k], c.job_config[k]
             field = {name: cfg[lsb:lsb + width] for name, lsb, width, _ in JOB_CONFIG_FIELDS}
+            up = {name: c.job_up[k][lsb:lsb + width] for name, lsb, width, _ in JOB_UP_FIELDS}
             ports = Cat(c.job_ports_lo[k], c.job_ports_hi[k])
             m.d.comb += [e.enable.eq(field["enable"]), e.job.eq(c.job_id[k]), e.workers.eq(field["workers"]),
                          e.window_log2.eq(field["window_log2"]), e.slot_base.eq(c.job_slot_base[k]),
                          e.dtype.eq(field["dtype"]), e.codec.eq(field["codec"]), e.packet.eq(field["packet"]),
+                         e.up.eq(up["up"]), e.up_port.eq(up["up_port"]), e.up_job.eq(up["up_job"]),
+                         e.up_worker.eq(up["up_worker"]),
                          st.job_absorbed[k].eq(s.job_absorbed[k]), st.job_completed[k].eq(s.job_completed[k]),
-                         st.job_unicast[k].eq(s.job_unicast[k]), st.job_nacks[k].eq(s.job_nacks[k])]
+                         st.job_unicast[k].eq(s.job_unicast[k]), st.job_nacks[k].eq(s.job_nacks[k]),
+                         st.job_up_sent[k].eq(s.job_up[k]), st.job_down_taken[k].eq(s.job_down[k])]
             for w in range(len(e.ports)):
                 m.d.comb += e.ports[w].eq(ports[4 * w:4 * w + 4])
             for reason in AggDrop:

@@ -60,9 +60,6 @@ def add_parser(sub, formatter) -> None:
                    help="switch: slots per job, a power of two (default: the round trip over a packet's time, with half as "
                         f"much again: at least {DEFAULT_WINDOW})")
     d.add_argument("--jobs", type=int, default=1, help="switch: jobs at once, the nodes split between them")
-    d.add_argument("--leaves", type=int, default=None, metavar="K",
-                   help="switch: a two-level tree, the nodes on K leaf switches and the leaves on a spine "
-                        "(docs/in_network.md, \"Two levels\")")
     d.add_argument("--retransmit-timeout", type=int, default=RETRANSMIT_TIMEOUT, metavar="CYCLES",
                    help="cycles a sender waits for an ack (ring) or a result (switch) before it resends (doubling "
                         "per resend)")
@@ -129,7 +126,7 @@ def run(args) -> int:
     def check():
         collective.check(n, args.elements, codec=args.codec, dtype=args.dtype, op=op, algorithm=args.algorithm,
                          packet=args.packet, width=args.width, link_gbps=args.link_gbps, clock_mhz=args.clock_mhz,
-                         link_latency=args.link_latency)
+                         link_latency=args.link_latency, leaves=args.leaves)
     try:
         check()             # before any array is made: --nodes 100000 is an error, not 400 GB of gradients
         x = _inputs(args, given)

@@ -59,10 +59,12 @@ def leaf_ip(k: int) -> str:
 
 
 # -- semantics -------------------------------------------------------------------------------------------
-def _check(inputs, codec, dtype):
-    """The ring's input checks (``allreduce.check_inputs``), and a job's limits."""
+def _check(inputs, codec, dtype, leaves=None):
+    """The ring's input checks (``allreduce.check_inputs``), and a job's limits (a tree's: :func:`tree_groups`)."""
     x = ar.check_inputs(inputs, codec, dtype)
-    if len(x) > MAX_JOB_WORKERS:
+    if leaves is not None:
+        tree_groups(len(x), leaves)
+    elif len(x) > MAX_JOB_WORKERS:
         raise ValueError(f"a switch job has at most {MAX_JOB_WORKERS} workers, got {len(x)}")
     if x[0].size == 0:
         raise ValueError("no elements")
@@ -91,7 +93,7 @@ def allreduce(inputs, codec="none", dtype="fp32", leaves: int = None) -> np.ndar
     With ``leaves`` = K (a two-level tree, :func:`tree_groups`): leaf k's partial is D(Q(its members'
     sum)), rounded (saturated) once, as one switch would give its members; the spine sums the K partials
     the same way. Each level is exact and independent of arrival order; the result is rounded twice."""
-    x = _check(inputs, codec, dtype)
+    x = _check(inputs, codec, dtype, leaves)
     groups = tree_groups(len(x), leaves) if leaves is not None else [range(len(x))]
     level = [_q(reduce_bits(np.stack([_q(x[r], codec) for r in g]), dtype), codec) for g in groups]
     out = level[0] if leaves is None else _q(reduce_bits(np.stack(level), dtype), codec)
@@ -118,7 +120,7 @@ WINDOW_ROUND_TRIPS = 3
 
 
 def chosen_window(width: int, codec: str, packet: int, link_bytes_per_cycle: float, latency: int,
-                  jobs: int = 1, pool: int = None, timeout: int = RETRANSMIT_TIMEOUT) -> int:
+                  jobs: int = 1, pool: int = None, timeout: int = RETRANSMIT_TIMEOUT, leaves: int = None) -> int:
     """The window (slots per job) a cluster gives a switch job when none is asked for: the round trip
     (``2 * latency + ROUND_TRIP_EXTRA``) over the time a packet takes to leave (its frame on the link, or the
     NIC's datapath at W/32 elements a cycle, whichever is longer), :data:`WINDOW_ROUND_TRIPS` times over
@@ -126,10 +128,13 @@ def chosen_window(width: int, codec: str, packet: int, link_bytes_per_cycle: flo
     loss is asked for and answered in about two more round trips), as a power of two; at least
     :data:`DEFAULT_WINDOW`, at most ``pool // jobs`` (the switch's slot pool shared by the jobs) and
     ``MAX_NIC_WINDOW``, and halved while its packets take the retransmission ``timeout`` or more to leave
-    the NIC. docs/in_network.md, "Sizing the window"."""
+    the NIC. A tree (``leaves``): the round trip crosses a trunk each way and a second switch, and a leaf's
+    result bus takes a packet's time twice (its partial up, the spine's result down: "Two levels").
+    docs/in_network.md, "Sizing the window"."""
+    levels = 2 if leaves else 1
     frame = (FRAME_HEADER_BYTES + nm.codec_bytes(codec, packet) + WIRE_OVERHEAD_BYTES) / link_bytes_per_cycle
-    per_packet = max(frame, packet / (width // 32))
-    need = WINDOW_ROUND_TRIPS * (2 * latency + ROUND_TRIP_EXTRA) / per_packet
+    per_packet = max(frame, levels * packet / (width // 32))
+    need = WINDOW_ROUND_TRIPS * levels * (2 * latency + ROUND_TRIP_EXTRA) / per_packet
     window = max(DEFAULT_WINDOW, 1 << max(int(need) - 1, 0).bit_length())
     limit = min(MAX_NIC_WINDOW, (pool or MAX_WINDOW) // jobs)
     window = min(window, 1 << (limit.bit_length() - 1))
@@ -771,7 +776,7 @@ def simulate(inputs, codec="none", dtype="fp32", packet=256, window=DEFAULT_WIND
     ports 0 .. m - 1 (worker p of its job is the p-th of them) and its trunk to the spine on port m; the spine
     holds leaf k on its port k (worker k of its job). Every link, trunks included, has the same rate,
     latency and faults."""
-    x = _check(inputs, codec, dtype)
+    x = _check(inputs, codec, dtype, leaves)
     n = len(x)
     faults = faults or Faults()
     if leaves is not None and jobs is not None:

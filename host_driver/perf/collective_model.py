@@ -12,7 +12,9 @@ latency a hop:
 * wire: the busiest link's bytes over R, frames' headers and Ethernet overhead included (the golden
   models' bounds: :func:`~host_driver.models.allreduce.ring_bound_cycles`,
   :func:`~host_driver.models.in_network.bound_cycles`);
-* datapath: L / (W/32), the cycles the host side (DMA, codecs, reduction) needs at one beat a cycle;
+* datapath: L / (W/32), the cycles the host side (DMA, codecs, reduction) needs at one beat a cycle (a
+  two-level tree of switches, ``leaves``: twice that, a leaf's result bus carrying every packet up and down;
+  its hop is four links, a member's and a trunk each way);
 * chunk: (L/N) / (W/32), a chunk's beats: what does not overlap at the ends of the run.
 
 Two bounds race: the link (β_c ≥ 1: how far it falls short of its rate) and the datapath (γ_c ≥ 1), each
@@ -63,12 +65,13 @@ class Setup:
     clock_mhz: float = 250.0
     link_latency: int = 125          # cycles per link
     fabric: str = None               # ring: NICs linked in a ring (one link a hop) or through a switch (two)
+    leaves: int = None               # switch: a two-level tree of K leaf switches and a spine (None: one switch)
 
     def __post_init__(self):
         # the check ainic demo's cluster makes too: what a NIC could run
         collective.check(self.nodes, self.elements, codec=self.codec, op=self.op, algorithm=self.algorithm,
                          packet=self.packet, width=self.width, link_gbps=self.link_gbps, clock_mhz=self.clock_mhz,
-                         link_latency=self.link_latency)
+                         link_latency=self.link_latency, leaves=self.leaves)
         if self.fabric not in (None, "ring", "switch") or (self.algorithm == "switch" and self.fabric == "ring"):
             raise ValueError(f"fabric must be None, 'ring' or 'switch' (switch: 'switch'), got {self.fabric!r}")
 
@@ -78,8 +81,10 @@ class Setup:
 
     @property
     def links_per_hop(self) -> int:
+        """Links a step's frames cross: a ring's hop (1, or 2 through the Ethernet switch), the switch's
+        round trip (up and down: 2), a tree's (member link and trunk, each way: 4)."""
         fabric = self.fabric or ("switch" if self.algorithm == "switch" else "ring")
-        return 2 if fabric == "switch" else 1
+        return 4 if self.leaves else 2 if fabric == "switch" else 1
 
     def bound_cycles(self) -> float:
         """The physical bound: no run is shorter than its busiest link's bytes (``wire``) or than every element
@@ -96,7 +101,9 @@ class Setup:
         else:
             steps = 1
             wire = inn.bound_cycles(self.elements, self.packet, self.codec, self.link_bytes_per_cycle)
-        datapath = self.elements / lanes
+        # a tree's leaf switch reads and encodes every packet twice (its partial up, the spine's result down) on
+        # one result bus that takes a packet's time each (docs/in_network.md, "Two levels")
+        datapath = self.elements / lanes * (2 if self.leaves else 1)
         return {"steps": steps, "hop": self.link_latency * self.links_per_hop, "wire": wire,
                 "datapath": datapath, "chunk": self.elements / self.nodes / lanes}
 

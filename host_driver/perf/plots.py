@@ -127,6 +127,7 @@ def training_curves(result: dict, path) -> Path:
         ax.invert_yaxis()
         lo = min(m - d for m, d in zip(mean, err[0]))
         hi = max(m + d for m, d in zip(mean, err[1]))
-        ax.set_xlim(lo - 0.1 * (hi - lo), hi + 0.1 * (hi - lo))
+        pad = 0.1 * (hi - lo) or 0.05 * abs(hi) or 1.0      # every configuration the same: still a range
+        ax.set_xlim(lo - pad, hi + pad)
         ax.set_xlabel(f"final {label} ({result['meta']['nodes']} ranks; bars: min .. max over seeds)", fontsize=9)
     return _save(plt, fig, path)

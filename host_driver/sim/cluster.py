@@ -219,7 +219,7 @@ class Cluster:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         # what any NIC could run (the one check ainic demo and ainic model share), then what the bench holds
         collective.check(nodes, codec=codec, dtype=dtype, algorithm=algorithm, packet=packet, width=width,
-                         link_gbps=link_gbps, clock_mhz=clock_mhz, link_latency=link_latency)
+                         link_gbps=link_gbps, clock_mhz=clock_mhz, link_latency=link_latency, leaves=leaves)
         if nodes > MAX_CLUSTER_NODES:
             raise ValueError(f"the simulated cluster holds at most {MAX_CLUSTER_NODES} nodes, got {nodes}")
         if lag is not None and (isinstance(lag, bool) or not isinstance(lag, int) or not 1 <= lag <= 255):
@@ -247,7 +247,7 @@ class Cluster:
             if window is None:          # the bandwidth-delay product with room (docs/in_network.md, "Sizing")
                 window = inn.chosen_window(width, codec, packet, bytes_per_cycle(link_gbps, clock_mhz),
                                            link_latency, jobs, None if backend == "model" else SWITCH_POOL,
-                                           retransmit_timeout)
+                                           retransmit_timeout, leaves)
             if backend != "model" and window > MAX_NIC_WINDOW:
                 raise ValueError(f"a NIC keeps at most {MAX_NIC_WINDOW} slots in flight, got window {window}")
             if not is_power_of_two(window) or window > MAX_WINDOW:
@@ -258,11 +258,10 @@ class Cluster:
         elif jobs != 1:
             raise ValueError("jobs > 1 needs algorithm='switch' (a ring is one job)")
         if leaves is not None:      # a two-level tree of switches (docs/in_network.md, "Two levels")
-            if algorithm != "switch" or jobs != 1:
-                raise ValueError("leaves (a tree of switches) needs algorithm='switch' and one job")
+            if jobs != 1:       # (collective.check: the algorithm, the leaves and the ranks a tree holds)
+                raise ValueError("leaves (a tree of switches) runs one job: give leaves or jobs, not both")
             if bench_nodes not in (None, nodes):
                 raise ValueError("a tree's bench has the job's nodes: leave bench_nodes out")
-            tree_groups(nodes, leaves)          # checks leaves
         self.leaves = leaves
         fabric = fabric or ("switch" if algorithm == "switch" else "ring")
         if fabric not in FABRICS:
@@ -414,7 +413,7 @@ class Cluster:
         x = self._inputs(arrays)
         collective.check(self.nodes, x[0].size, codec=self.codec, dtype=self.dtype, op=op, algorithm=self.algorithm,
                          packet=self.packet, width=self.width, link_gbps=self.link_gbps, clock_mhz=self.clock_mhz,
-                         link_latency=self.link_latency)
+                         link_latency=self.link_latency, leaves=self.leaves)
         if self.algorithm == "switch":
             return self._collective_switch(x)
         if self.backend != "model":

@@ -273,7 +273,7 @@ async def run_job(dut, job: dict) -> dict:
     early = {}
 
     async def node(r):
-        nic, (src, dst) = nics[r], bufs[r]
+        nic = nics[r]
         if stagger and r == n - 1:      # the last rank starts `stagger` cycles late
             await Timer(stagger * CLOCK_NS, unit="ns")
             early["frames"] = [int(getattr(dut, f"n{q}_up_frames").value) - start_frames[q] for q in range(n)]

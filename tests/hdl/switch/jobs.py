@@ -29,3 +29,15 @@ def contribution(sw, job_, w, g, values, **changes):
     a = inn.Agg(**{**a.__dict__, **changes})
     port = job.ports[w]
     return port, a.frame(sw.port_macs[port], sw.mac, sw.port_ips[port], sw.ip)
+
+
+def spine_result(sw, job_, g, values, seq, **changes):
+    """(port, frame): the spine's result for round ``g`` of leaf job ``job_`` (to its up port)."""
+    job = job_
+    slot, s = inn.slot_of(g, job.window)
+    bits = nm.as_bits(np.asarray(values, np.float32).view(np.uint32))
+    payload = bits.tobytes() if job.codec == "none" else nm.compress(bits, job.codec)
+    a = inn.Agg(FrameOpcode.aggregated, job.up_job, job.up_worker, slot, s, g, g * job.packet, len(values),
+                Codec[job.codec], Dtype[job.dtype], payload, seq=seq)
+    a = inn.Agg(**{**a.__dict__, **changes})
+    return job.up_port, a.frame("02:00:00:00:00:fe", sw.mac, "10.0.1.254", sw.ip)

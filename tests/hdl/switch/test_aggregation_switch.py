@@ -12,7 +12,7 @@ from host_driver.models import in_network as inn
 from host_driver.models import numerics as nm
 from host_driver.models import protocol as proto
 from tests.hdl.streams import collect_marked, drive_marked
-from tests.hdl.switch.jobs import contribution, entry
+from tests.hdl.switch.jobs import contribution, entry, spine_result
 
 W = 64
 PORTS = 3
@@ -244,18 +244,6 @@ def test_all_ports_at_once_under_backpressure(dut, rng, dtype, codec):
     assert stats["jobs"][0] == (3 * len(plans), len(plans), 0)
 
 
-def _spine_result(sw, job_, g, values, seq, **changes):
-    """(port, frame): the spine's result for round ``g`` of leaf job ``job_`` (to its up port)."""
-    job = job_
-    slot, s = inn.slot_of(g, job.window)
-    bits = nm.as_bits(np.asarray(values, np.float32).view(np.uint32))
-    payload = bits.tobytes() if job.codec == "none" else nm.compress(bits, job.codec)
-    a = inn.Agg(FrameOpcode.aggregated, job.up_job, job.up_worker, slot, s, g, g * job.packet, len(values),
-                inn.Codec[job.codec], inn.Dtype[job.dtype], payload, seq=seq)
-    a = inn.Agg(**{**a.__dict__, **changes})
-    return job.up_port, a.frame("02:00:00:00:00:fe", sw.mac, "10.0.1.254", sw.ip)
-
-
 @pytest.mark.parametrize("codec", ["none", "bfp8"])
 def test_a_leaf_frame_by_frame_against_the_model(dut, rng, codec):
     """A leaf (docs/in_network.md, "Two levels"): members on ports 0 and 1, the spine on port 2. Complete
@@ -271,7 +259,7 @@ def test_a_leaf_frame_by_frame_against_the_model(dut, rng, codec):
 
     def spine(g, values, **changes):
         nonlocal spine_seq
-        frames.append(_spine_result(sw, job, g, values, spine_seq, **changes))
+        frames.append(spine_result(sw, job, g, values, spine_seq, **changes))
         spine_seq += 1
 
     for g in range(4):
@@ -290,8 +278,8 @@ def test_a_leaf_frame_by_frame_against_the_model(dut, rng, codec):
     spine(3, np.ones(13), worker=2)                             # not the leaf's worker index
     spine(3, np.ones(13), job=10)                               # no leaf job for that spine job
     spine(5, np.ones(32))                                       # a round the leaf does not hold: stale
-    frames.append(_spine_result(sw, job, 2, np.ones(32), 9, opcode=FrameOpcode.agg_nack, count=0, payload=b""))
-    frames.append((0, _spine_result(sw, job, 2, np.ones(32), 9)[1]))    # on a member's port: dst_rank
+    frames.append(spine_result(sw, job, 2, np.ones(32), 9, opcode=FrameOpcode.agg_nack, count=0, payload=b""))
+    frames.append((0, spine_result(sw, job, 2, np.ones(32), 9)[1]))    # on a member's port: dst_rank
     want = [sorted(sw.receive(port, f)) for port, f in frames]
     ups = [fr for w in want for p, fr, _ in w if p == 2]
     assert len(ups) == 8 and sw.job_counters[1].down == 4 and sw.job_counters[1].unicast == 4
