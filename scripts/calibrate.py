@@ -16,8 +16,8 @@ and ``make bench`` run it), every result checked bit for bit against the golden 
   4-port switch bench): fit N ∈ {2, 4} at the same L, held out N = 3 at L ∈ {131,072, 1,048,576} and N = 4
   at L = 524,288; the same codecs;
 * **tree** (the in-network ALLREDUCE over two levels: 4 NICs on two leaf switches and a spine,
-  docs/in_network.md, "Two levels"), held out: L ∈ {262,144, 1,048,576}, the same codecs, predicted with
-  the switch's constants (the tree changes the model's features, not its constants).
+  docs/in_network.md, "Two levels"): fit L ∈ {262,144, 1,048,576} with the switch's points (one set of
+  constants: a tree changes the model's features, not its constants), held out L = 524,288; the same codecs.
 
 Writes ``host_driver/perf/calibration.json`` (the points, the fitted constants per collective, versioned
 with the code, and the digest of the RTL they were measured on, ``hdl.flow.deps.timing_digest``: ``ainic
@@ -59,8 +59,8 @@ CODECS = ("none", "fp16", "bfp8", "bfp4")
 #: the switch: one 4-port bench runs every N (a smaller job on a larger bench: one build)
 SWITCH_BENCH, SWITCH_FIT_NODES = 4, (2, 4)
 SWITCH_HELD = [(3, 1 << 17), (3, 1 << 20), (4, 1 << 19)]
-#: the tree: (nodes, leaves) and its held-out element counts
-TREE, TREE_HELD = (4, 2), (1 << 18, 1 << 20)
+#: the tree: (nodes, leaves), its fitted and its held-out element counts
+TREE, TREE_FIT, TREE_HELD = (4, 2), (1 << 18, 1 << 20), (1 << 19,)
 #: the wide NIC: one bench (N = 4), the ring's ALLREDUCE (what make bench runs on it)
 WIDE_WIDTH, WIDE_NODES, WIDE_FIT, WIDE_HELD = 1024, 4, (1 << 18, 1 << 20), (1 << 19,)
 #: the error the held-out points must stay within (issue 15)
@@ -144,7 +144,8 @@ def sweep(algorithms=("ring", "switch")):
         for codec in CODECS:
             out += [(Setup(n, L, codec, algorithm="switch"), "fit") for n in SWITCH_FIT_NODES for L in FIT_ELEMENTS]
             out += [(Setup(n, L, codec, algorithm="switch"), "held_out") for n, L in SWITCH_HELD]
-            out += [(Setup(TREE[0], L, codec, algorithm="switch", leaves=TREE[1]), "held_out") for L in TREE_HELD]
+            out += [(Setup(TREE[0], L, codec, algorithm="switch", leaves=TREE[1]), role)
+                    for Ls, role in ((TREE_FIT, "fit"), (TREE_HELD, "held_out")) for L in Ls]
     return out
 
 

@@ -205,7 +205,7 @@ def model_accuracy() -> str:
     held = [r for r in rows if r["role"] == "held_out"]
     by = {}
     for r in held:
-        k = f"{r['algorithm']} {r['op'].replace('_', '-')}"
+        k = f"{r['algorithm']} {r['op'].replace('_', '-')}" + (" over a tree" if r.get("leaves") else "")
         by[k] = max(by.get(k, 0.0), abs(r["error"]))
     parts = ", ".join(f"{v:.1%} ({k})" for k, v in by.items())
     return (f"The model's largest error on the {len(held)} calibration points it was not fitted to: {parts} "
@@ -219,13 +219,17 @@ def model_error_table() -> str:
     rows = _load("model_error.json")["rows"]
     out = ["| algorithm and collective | points | fitted points: largest / mean error | held-out points: largest / mean error |",
            "|---|---|---|---|"]
-    for alg, op in sorted({(r["algorithm"], r["op"]) for r in rows}, key=lambda k: (k[0], ["allreduce", "reduce_scatter", "allgather"].index(k[1]))):
+    def group(r):       # a tree's points (leaves: predicted with the switch's constants, never fitted) apart
+        return r["algorithm"], r["op"], r.get("leaves") or 0
+    for alg, op, leaves in sorted({group(r) for r in rows},
+                                  key=lambda k: (k[0], ["allreduce", "reduce_scatter", "allgather"].index(k[1]), k[2])):
         cells = []
         for role in ("fit", "held_out"):
-            e = [abs(r["error"]) for r in rows if (r["algorithm"], r["op"], r["role"]) == (alg, op, role)]
-            cells.append(f"{max(e):.1%} / {sum(e) / len(e):.1%}")
-        n = sum(1 for r in rows if (r["algorithm"], r["op"]) == (alg, op))
-        out.append(f"| {alg} {op.upper()} | {n} | {cells[0]} | {cells[1]} |")
+            e = [abs(r["error"]) for r in rows if group(r) == (alg, op, leaves) and r["role"] == role]
+            cells.append(f"{max(e):.1%} / {sum(e) / len(e):.1%}" if e else "—")
+        n = sum(1 for r in rows if group(r) == (alg, op, leaves))
+        tree = f" over {leaves} leaf switches (the switch's constants)" if leaves else ""
+        out.append(f"| {alg} {op.upper()}{tree} | {n} | {cells[0]} | {cells[1]} |")
     return "\n".join(out)
 
 
