@@ -22,6 +22,23 @@ def test_cycles_like_the_demo(tmp_path, capsys):
     assert "cycles" in capsys.readouterr().out
 
 
+def test_a_tree_like_the_rtl(tmp_path, capsys):
+    """`ainic model --leaves 2`: the cycles the RTL tree took (the calibration's points: 4 NICs over two
+    leaves), not one switch's: a leaf's result bus carries every packet twice."""
+    out = tmp_path / "t.json"
+    argv = ["model", "--algorithm", "switch", "--nodes", "4", "--elements", str(1 << 19), "--codec", "bfp8"]
+    assert main(argv + ["--leaves", "2", "--json", str(out)]) == 0
+    tree = json.loads(out.read_text())
+    assert "allreduce over 2 leaf switches and a spine" in capsys.readouterr().out
+    measured = [p["cycles"] for p in json.loads(cm.CALIBRATION.read_text())["points"]
+                if p.get("leaves") == 2 and (p["nodes"], p["elements"], p["codec"]) == (4, 1 << 19, "bfp8")]
+    assert measured and tree["leaves"] == 2 and tree["cycles"] == pytest.approx(measured[0], rel=0.02)
+    assert main(argv + ["--json", str(out)]) == 0
+    assert tree["cycles"] > 1.9 * json.loads(out.read_text())["cycles"]
+    assert main(argv + ["--nodes", "240", "--leaves", "16", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["cycles"] == pytest.approx(tree["cycles"], rel=0.01)
+
+
 def test_the_smartnic_preset(tmp_path, capsys):
     png, out = tmp_path / "s.png", tmp_path / "s.json"
     assert main(["model", "--preset", "smartnic-mlp", "--json", str(out), "--plot", str(png)]) == 0
