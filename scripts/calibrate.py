@@ -14,7 +14,9 @@ and ``make bench`` run it), every result checked bit for bit against the golden 
   codec's link): ALLREDUCE at N = 4, fit L ∈ {262,144, 1,048,576}, held out L = 524,288; the same codecs;
 * **switch** (the in-network ALLREDUCE, NICs linked through the aggregation switch, every NIC's job on one
   4-port switch bench): fit N ∈ {2, 4} at the same L, held out N = 3 at L ∈ {131,072, 1,048,576} and N = 4
-  at L = 524,288; the same codecs;
+  at L = 524,288; the same codecs; and on the wide NIC (W = 1024, N = 4, the L of the ring's wide points),
+  where the link binds every codec but bfp4 (what teaches the switch a compressed codec's link: at W = 512
+  the datapath binds them);
 * **tree** (the in-network ALLREDUCE over two levels: 4 NICs on two leaf switches and a spine,
   docs/in_network.md, "Two levels"): fit L ∈ {262,144, 1,048,576} with the switch's points (one set of
   constants: a tree changes the model's features, not its constants), held out L = 524,288; the same codecs.
@@ -144,6 +146,8 @@ def sweep(algorithms=("ring", "switch")):
         for codec in CODECS:
             out += [(Setup(n, L, codec, algorithm="switch"), "fit") for n in SWITCH_FIT_NODES for L in FIT_ELEMENTS]
             out += [(Setup(n, L, codec, algorithm="switch"), "held_out") for n, L in SWITCH_HELD]
+            out += [(Setup(SWITCH_BENCH, L, codec, algorithm="switch", width=WIDE_WIDTH), role)
+                    for Ls, role in ((WIDE_FIT, "fit"), (WIDE_HELD, "held_out")) for L in Ls]
             out += [(Setup(TREE[0], L, codec, algorithm="switch", leaves=TREE[1]), role)
                     for Ls, role in ((TREE_FIT, "fit"), (TREE_HELD, "held_out")) for L in Ls]
     return out
@@ -245,8 +249,8 @@ def main(argv=None) -> int:
             # the Verilog of every bench the points ran on (--restamp compares it)
             "verilog": (json.loads(CALIBRATION.read_text())["meta"].get("verilog") if args.reuse
                         else verilog_digests(benches(points))),
-            "setup": "ring, switch and a tree of switches on the RTL cluster, Verilator, W = 512 (and the ring at W = "
-                     "1024), 80 Gb/s, "
+            "setup": "ring, switch and a tree of switches on the RTL cluster, Verilator, W = 512 (and the ring and "
+                     "the switch at W = 1024), 80 Gb/s, "
                      "250 MHz, 125 cycles a link, P = 256, the lag chosen per ring",
             "held_out_max_abs_error": worst, "limit": LIMIT}
     CALIBRATION.write_text(json.dumps({"meta": meta, "constants": {k: asdict(c) for k, c in constants.items()},

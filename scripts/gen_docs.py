@@ -297,6 +297,22 @@ def switch_measured() -> str:
                        f"{r['binding_efficiency']:.3f} | {'—' if busy is None else f'{busy:.1%}'} | "
                        f"{r['ring_same_fabric']['cycles']:,} | "
                        f"{r['speedup_over_ring']:.2f}x | {r['ring_bound_ratio']:.2f}x |")
+    wide = [(n, codec, sw[f"n{n}_{codec}_L1048576_w1024"]) for codec in names(Codec) for n in (4, 8)
+            if f"n{n}_{codec}_L1048576_w1024" in sw]
+    if wide:
+        out += ["", "The wide NIC (W = 1024; the same switch at 1,024 bits): where the link binds the switch mode, it "
+                "must beat the ring by 0.95 × 2(N − 1)/N (issue 33); where its datapath binds (bfp4: its frames "
+                "leave faster than the NIC reads them), no switch beats the ring by more than the ring's link bound "
+                "over that datapath bound, less than 2(N − 1)/N:", "",
+                "| N | codec | switch cycles | in-network bound | datapath bound | efficiency (what binds) | binds "
+                "| ring cycles | speedup | 0.95 × 2(N − 1)/N |",
+                "|---|-------|---------------|------------------|----------------|-------------------------|-------"
+                "|-------------|---------|-------------------|"]
+        for n, codec, r in wide:
+            binds = "link" if r["bound_cycles"] >= r["datapath_bound_cycles"] else "datapath"
+            out.append(f"| {n} | {codec} | {r['cycles']:,} | {r['bound_cycles']:,} | {r['datapath_bound_cycles']:,} | "
+                       f"{r['binding_efficiency']:.3f} | {binds} | {r['ring_same_fabric']['cycles']:,} | "
+                       f"{r['speedup_over_ring']:.2f}x | {0.95 * r['ring_bound_ratio']:.3f}x |")
     losses = sorted({r["loss_per_link"] for k, r in sw.items() if "_loss" in k and k.endswith(tuple(
         f"_w512_loss{p:g}" for p in (1e-4, 1e-3, 1e-2)))})
     rows = []
