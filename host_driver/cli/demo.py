@@ -19,6 +19,7 @@ from contract.enums import Dtype, names
 from contract.in_network import DEADLINE, DEFAULT_WINDOW, RETRANSMIT_TIMEOUT, tree_groups
 from host_driver.cli.common import UsageError
 from host_driver.models import allreduce as ar
+from host_driver.models.in_network import TREE_RETRANSMIT_TIMEOUT
 
 SIMS = ("verilator", "icarus", "model")
 
@@ -60,9 +61,10 @@ def add_parser(sub, formatter) -> None:
                    help="switch: slots per job, a power of two (default: the round trip over a packet's time, with half as "
                         f"much again: at least {DEFAULT_WINDOW})")
     d.add_argument("--jobs", type=int, default=1, help="switch: jobs at once, the nodes split between them")
-    d.add_argument("--retransmit-timeout", type=int, default=RETRANSMIT_TIMEOUT, metavar="CYCLES",
+    d.add_argument("--retransmit-timeout", type=int, default=None, metavar="CYCLES",
                    help="cycles a sender waits for an ack (ring) or a result (switch) before it resends (doubling "
-                        "per resend)")
+                        f"per resend; default: {RETRANSMIT_TIMEOUT}, over a tree of switches "
+                        f"{TREE_RETRANSMIT_TIMEOUT})")
     d.add_argument("--deadline", type=int, default=DEADLINE, metavar="CYCLES",
                    help="cycles without progress after which a collective ends in timeout")
     d.add_argument("--stage-trace", action="store_true",

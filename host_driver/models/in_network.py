@@ -119,6 +119,13 @@ ROUND_TRIP_EXTRA = 160
 WINDOW_ROUND_TRIPS = 3
 
 
+#: the retransmission timer a cluster gives a two-level tree's NICs: a leaf takes a packet's time twice
+#: (docs/in_network.md, "Two levels"), so a window that covers the longer round trip takes twice as long to
+#: send (8 NICs over two leaves at W = 512: 64 slots and 2,048 cycles stormed, 32 slots took 149,206 cycles,
+#: 64 slots and 4,096 cycles 131,910)
+TREE_RETRANSMIT_TIMEOUT = 2 * RETRANSMIT_TIMEOUT
+
+
 def chosen_window(width: int, codec: str, packet: int, link_bytes_per_cycle: float, latency: int,
                   jobs: int = 1, pool: int = None, timeout: int = RETRANSMIT_TIMEOUT, leaves: int = None) -> int:
     """The window (slots per job) a cluster gives a switch job when none is asked for: the round trip

@@ -213,7 +213,7 @@ class Cluster:
                  lag: int = None, link_latency: int = 125, memory: dict = None, waves: bool = False,
                  workdir=None, bench_nodes: int = None, capture: bool = False, algorithm: str = "ring",
                  faults=None, window: int = None, jobs: int = 1,
-                 retransmit_timeout: int = RETRANSMIT_TIMEOUT, deadline: int = DEADLINE, fabric: str = None,
+                 retransmit_timeout: int = None, deadline: int = DEADLINE, fabric: str = None,
                  dead_rank: int = None, stage_trace: bool = False, leaves: int = None):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -234,6 +234,8 @@ class Cluster:
                 raise ValueError("dead_rank is for the ring (the switch algorithm's deadline: deadline=)")
             if isinstance(dead_rank, bool) or not isinstance(dead_rank, int) or not 0 <= dead_rank < nodes:
                 raise ValueError(f"dead_rank must be a rank in 0 .. {nodes - 1}, got {dead_rank!r}")
+        if retransmit_timeout is None:      # a tree's leaves take a packet's time twice: a longer timer
+            retransmit_timeout = inn.TREE_RETRANSMIT_TIMEOUT if leaves is not None else RETRANSMIT_TIMEOUT
         for name, v in (("retransmit_timeout", retransmit_timeout), ("deadline", deadline)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be a positive int (cycles), got {v!r}")
