@@ -302,8 +302,8 @@ def switch_measured() -> str:
     if wide:
         out += ["", "The wide NIC (W = 1024; the same switch at 1,024 bits): where the link binds the switch mode, it "
                 "must beat the ring by 0.95 × 2(N − 1)/N (issue 33); where its datapath binds (bfp4: its frames "
-                "leave faster than the NIC reads them), no switch beats the ring by more than the ring's link bound "
-                "over that datapath bound, less than 2(N − 1)/N:", "",
+                "leave faster than the NIC reads them), a switch could beat a ring at its link bound only by that bound "
+                "over the datapath bound, less than 2(N − 1)/N:", "",
                 "| N | codec | switch cycles | in-network bound | datapath bound | efficiency (what binds) | binds "
                 "| ring cycles | speedup | 0.95 × 2(N − 1)/N |",
                 "|---|-------|---------------|------------------|----------------|-------------------------|-------"
