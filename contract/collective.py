@@ -48,9 +48,8 @@ def check(nodes: int, elements: int = None, *, codec: str = "none", dtype: str =
                          f"ring: docs/in_network.md), got op {op!r}")
     if leaves is not None and algorithm != "switch":
         raise ValueError(f"leaves (a two-level tree of switches) needs algorithm 'switch', got {algorithm!r}")
-    _int_in("nodes", nodes, 2, max_nodes(algorithm, leaves),
-            " (the NIC's peer table)" if algorithm != "switch" else " (the switch's workers per job)"
-            if leaves is None else " (a tree's leaves of members)")
+    why = {"ring": " (the NIC's peer table)", "switch": " (the switch's workers per job)"}[algorithm]
+    _int_in("nodes", nodes, 2, max_nodes(algorithm, leaves), why if leaves is None else " (a tree's leaves of members)")
     if leaves is not None:
         tree_groups(nodes, leaves)
     if elements is not None:

@@ -140,17 +140,20 @@ def sweep(algorithms=("ring", "switch")):
                 out += [(Setup(n, L, codec, op), "fit") for n in FIT_NODES for L in FIT_ELEMENTS]
                 out += [(Setup(n, L, codec, op), "held_out") for n, L in HELD]
         for codec in CODECS:
-            out += [(Setup(WIDE_NODES, L, codec, width=WIDE_WIDTH), role)
-                    for Ls, role in ((WIDE_FIT, "fit"), (WIDE_HELD, "held_out")) for L in Ls]
+            out += _at(WIDE_FIT, WIDE_HELD, lambda L: Setup(WIDE_NODES, L, codec, width=WIDE_WIDTH))
     if "switch" in algorithms:
         for codec in CODECS:
             out += [(Setup(n, L, codec, algorithm="switch"), "fit") for n in SWITCH_FIT_NODES for L in FIT_ELEMENTS]
             out += [(Setup(n, L, codec, algorithm="switch"), "held_out") for n, L in SWITCH_HELD]
-            out += [(Setup(SWITCH_BENCH, L, codec, algorithm="switch", width=WIDE_WIDTH), role)
-                    for Ls, role in ((WIDE_FIT, "fit"), (WIDE_HELD, "held_out")) for L in Ls]
-            out += [(Setup(TREE[0], L, codec, algorithm="switch", leaves=TREE[1]), role)
-                    for Ls, role in ((TREE_FIT, "fit"), (TREE_HELD, "held_out")) for L in Ls]
+            out += _at(WIDE_FIT, WIDE_HELD, lambda L: Setup(SWITCH_BENCH, L, codec, algorithm="switch",
+                                                            width=WIDE_WIDTH))
+            out += _at(TREE_FIT, TREE_HELD, lambda L: Setup(TREE[0], L, codec, algorithm="switch", leaves=TREE[1]))
     return out
+
+
+def _at(fit_elements, held_elements, setup):
+    """[(setup(L), "fit") for the fitted L, then (setup(L), "held_out") for the held-out L]."""
+    return [(setup(L), role) for Ls, role in ((fit_elements, "fit"), (held_elements, "held_out")) for L in Ls]
 
 
 def measure(setup: Setup) -> dict:

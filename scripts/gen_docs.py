@@ -219,7 +219,7 @@ def model_error_table() -> str:
     rows = _load("model_error.json")["rows"]
     out = ["| algorithm and collective | points | fitted points: largest / mean error | held-out points: largest / mean error |",
            "|---|---|---|---|"]
-    def group(r):       # a tree's points (leaves: predicted with the switch's constants, never fitted) apart
+    def group(r):       # a tree's points (leaves: fitted with the switch's, one set of constants) apart
         return r["algorithm"], r["op"], r.get("leaves") or 0
     for alg, op, leaves in sorted({group(r) for r in rows},
                                   key=lambda k: (k[0], ["allreduce", "reduce_scatter", "allgather"].index(k[1]), k[2])):
