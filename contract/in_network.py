@@ -31,6 +31,10 @@ POOL_BITS = 12
 #: largest window a job may have (slots; a power of two); a NIC keeps at most MAX_NIC_WINDOW in flight
 MAX_WINDOW = 256
 MAX_NIC_WINDOW = 128
+#: bytes of encoded frames a NIC keeps for its resends (its frame store): a window of MAX_NIC_WINDOW frames
+#: of 256 fp32. A job whose window of frames fits (:func:`frames_fit`) resends from the copy; one whose
+#: frames do not re-reads and re-encodes each resend from host memory (docs/in_network.md, "The worker")
+NIC_FRAME_STORE_BYTES = 128 * 1024
 #: a job's window by default: above the bandwidth-delay product of an 80 Gb/s link with 0.5 us links
 #: (docs/in_network.md, "Sizing")
 DEFAULT_WINDOW = 32
@@ -59,6 +63,19 @@ def seq_gap(last: int, seq: int) -> int:
     ``seq`` follows ``last``, n if n were lost, -1 for a copy or an older frame (modulo 2**16)."""
     d = (seq - last) % SEQ_MOD
     return d - 1 if 0 < d < SEQ_MOD // 2 else -1
+
+
+def frame_stride(frame_bytes: int, width: int) -> int:
+    """log2 of the beats of W bits (rounded up to a power of two) that a frame of ``frame_bytes`` bytes of
+    payload takes in a frame store."""
+    beats = max(1, -(-frame_bytes // (width // 8)))
+    return (beats - 1).bit_length()
+
+
+def frames_fit(window: int, frame_bytes: int, width: int) -> bool:
+    """Whether a NIC's frame store holds a window of ``window`` frames of up to ``frame_bytes`` bytes of
+    payload (the NIC then resends from its copies)."""
+    return window << frame_stride(frame_bytes, width) <= NIC_FRAME_STORE_BYTES * 8 // width
 
 
 def is_power_of_two(n: int) -> bool:

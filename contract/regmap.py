@@ -256,6 +256,8 @@ def _build():
         "with status timeout.")
     reg("AGG_DUP_RESULTS", "ro", 0, "Results dropped: a copy of one already taken, or for no packet in flight.")
     reg("AGG_TIMEOUTS", "ro", 0, "Switch all-reduces that ended with status timeout.")
+    reg("AGG_STORED_RESENDS", "ro", 0, "Contributions sent again from the NIC's frame store (the other "
+        "RETRANSMISSIONS of a switch all-reduce were read and encoded again: docs/in_network.md, \"The worker\").")
     # the ring's reliable links (contract/link.py, docs/collective_engine.md "Reliable links")
     reg("RING_DEADLINE", "rw", RING_DEADLINE, "Cycles in which no stage of a ring collective moved after which "
         "it completes with status timeout (0: never).", align=0x100)

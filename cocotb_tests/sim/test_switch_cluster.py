@@ -90,6 +90,9 @@ def run_jobs(sim, top, jobs, tmp_path):
         else:
             assert all(v > 0 for v in hits.values()), (j["name"], hits)
             assert sum(c[-1]["retransmissions"] for c in stats["completions"]) > 0, j["name"]
+            # every resend went from the NICs' frame stores (the window's frames fit: contract.in_network)
+            assert all(r["AGG_STORED_RESENDS"] == r["RETRANSMISSIONS"] for r in stats["nic_registers"]), \
+                stats["nic_registers"]
             lost_down = sum(c["dropped"] + c["corrupted"] for c in fc["down"])
             assert lost_down == 0 or sum(c["unicast"] for c in everyone) > 0, (j["name"], everyone)
             nacks += sum(c["nacks"] for c in everyone)

@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from contract import stages as st
 from contract.enums import DATA_OPCODES, Codec, Dtype, FrameFlag, FrameOpcode, StageState
-from contract.in_network import MAX_JOB_WORKERS, MAX_NIC_WINDOW, SWITCH_RANK
+from contract.in_network import MAX_JOB_WORKERS, MAX_NIC_WINDOW, NIC_FRAME_STORE_BYTES, SWITCH_RANK
 from contract.limits import MAX_COUNT
 from contract.protocol import FRAME_HEADER_BYTES, MAX_P, VERSION
 from hdl.codec.compressor import compressor_signature
@@ -17,6 +17,8 @@ from hdl.codec.wire_size import payload_bytes
 from hdl.engine.collective_engine import EngineStatus, engine_members
 from hdl.link.link_numbers import LinkNumbers
 from hdl.stream.axis import check_width
+from hdl.stream.frame_store import FrameStore
+from hdl.stream.stream_fifo import StreamFifo
 from hdl.stream.sync_fifo import SyncFifo
 
 J_BITS = (MAX_COUNT // 16).bit_length()         # packet indices of one collective
@@ -66,6 +68,7 @@ def switch_client_signature(width: int) -> wiring.Signature:
         "comp": In(compressor_signature(W)), "dec": In(decompressor_signature(W)),
         "dup_results": Out(32),
         "timeouts": Out(32),
+        "stored_resends": Out(32),
         "probe": Out(SwitchProbe),
     })
 
@@ -80,10 +83,15 @@ class SwitchClient(wiring.Component):
       decoded and written to ``cfg.dst`` and frees the slot for packet j + S, which goes once the packets
       before it have. Anything else received is dropped and counted (``dup_results``).
     * Each contribution is read by DMA, encoded (:class:`Compressor`) and sent through the TxBuilder
-      (``tx_meta``, ``tx_payload``) to the switch. When its last beat leaves, its slot's timer starts:
+      (``tx_meta``, ``tx_payload``) to the switch, and its encoded beats are kept in the slot's place in
+      the frame store (:class:`FrameStore`, ``NIC_FRAME_STORE_BYTES``). When its last beat leaves, its
+      slot's timer starts:
       ``cfg.timeout << min(resends, cfg.backoff_max)`` cycles later, with no result, it is sent again
       (flagged ``retransmit``), as is a contribution asked for (an ``agg_nack``, or a result that shows the
-      one before it lost). Resends queue apart (``retx_depth`` of them) and go before first sends.
+      one before it lost). Resends queue apart (``retx_depth`` of them) and go before first sends. A
+      resend is sent from the frame store when the window's frames fit it (``contract.in_network.frames_fit``:
+      then it costs the wire, not the DMA read and the compressor that bind with a codec), else read and
+      encoded again.
     * With no new result for ``cfg.deadline`` cycles the collective stops: ``status.timeout``.
     * ``psn`` (AGG_PSN) starts at 0 after reset, is set by ``psn_set``, and advances by the collective's
       packet count when it ends.
@@ -104,6 +112,25 @@ class SwitchClient(wiring.Component):
         m.d.comb += S.eq(1 << cfg.window_log2)
         now = Signal(32)
         m.d.sync += now.eq(now + 1)
+
+        # -- the frame store: each slot's frame as it left, for its resends (when the window's frames fit) ----
+        W, B = self.width, self.width // 8
+        depth = NIC_FRAME_STORE_BYTES * 8 // W
+        m.submodules.store = store = FrameStore(W, depth, 7)
+        # log2 of a frame's beats (contract.in_network.frame_stride) and whether S of them fit, from the
+        # configuration in registers (it holds still while a collective runs)
+        frame_beats = Signal(range(depth + 1))
+        m.d.sync += frame_beats.eq((payload_bytes(m, cfg.codec, cfg.packet, "store_bytes") + B - 1) >> (B.bit_length() - 1))
+        stride = Signal(range(depth.bit_length()))
+        with m.If(frame_beats > 1):
+            for k in range(depth.bit_length()):
+                with m.If((frame_beats - 1) >> k != 0):
+                    m.d.sync += stride.eq(k + 1)
+        with m.Else():
+            m.d.sync += stride.eq(0)
+        fits = Signal()
+        m.d.sync += fits.eq((S << stride) <= depth)
+        m.d.comb += [store.cfg_stride.eq(stride), store.w_restart.eq(self.start)]
 
         running = Signal()
         stopping = Signal()                     # the deadline passed: finish what is in flight, send nothing
@@ -370,6 +397,8 @@ class SwitchClient(wiring.Component):
         with m.If(iss_valid & ~iss_fresh):
             with m.If(~iss_current | stopping):
                 m.d.comb += iss_done.eq(1)                      # its result came meanwhile: nothing to send
+            with m.Elif(hdr_q.w_rdy & iss.send.retx & fits):   # its payload comes from the frame store
+                m.d.comb += [iss_done.eq(1), hdr_q.w_en.eq(1), hdr_q.w_data.eq(iss)]
             with m.Elif(hdr_q.w_rdy):
                 m.d.comb += [self.rd_cmd.valid.eq(1), self.rd_cmd.payload.addr.eq(iss_addr),
                              self.rd_cmd.payload.length.eq(Cat(C(0, 2), iss.count))]
@@ -381,7 +410,9 @@ class SwitchClient(wiring.Component):
                      comp.s_axis.tlast.eq(rd.tlast), comp.s_axis.tvalid.eq(rd.tvalid), rd.tready.eq(comp.s_axis.tready)]
         with m.If(rd.tvalid & rd.tready & (rd.tuser > self.status.read_resp)):
             m.d.sync += self.status.read_resp.eq(rd.tuser)
-        wiring.connect(m, wiring.flipped(comp.m_axis), wiring.flipped(self.tx_payload))
+        # the encoded frames wait in a FIFO while a resend's copy passes, so that the compressor goes on
+        m.submodules.enc_q = enc_q = StreamFifo(W, 16)
+        wiring.connect(m, wiring.flipped(comp.m_axis), enc_q.s_axis)
 
         hdr = data.View(_Header, hdr_q.r_data)
         out = hdr.send
@@ -405,6 +436,8 @@ class SwitchClient(wiring.Component):
         # backoff of the slot's resends, taken as the header goes)
         leaving = Signal(_Send)
         sending = Signal()
+        from_store = Signal()                   # the frame leaving is a resend sent from the frame store
+        store_ask = Signal()                    # its copy is asked of the store (taken once the last one left)
         leave_wait = Signal(32)
         # the byte counters add a frame's bytes the cycle after it goes (its size from registers)
         tx_add = Signal(32)
@@ -414,12 +447,23 @@ class SwitchClient(wiring.Component):
         leaving_current = Signal()
         m.d.sync += leaving_current.eq(leaving_current & ~result_for(leaving.slot))
         with m.If(self.tx_meta.valid & self.tx_meta.ready):
+            m.d.sync += [from_store.eq(out.retx & fits), store_ask.eq(out.retx & fits)]
             m.d.sync += [leaving.eq(out), sending.eq(1), leaving_current.eq(current(out) & ~result_for(out.slot)),
                          leave_wait.eq(cfg.timeout << Mux(out.resends > cfg.backoff_max, cfg.backoff_max, out.resends))]
             m.d.sync += [self.net.tx_frames.eq(self.net.tx_frames + 1),
                          tx_add.eq(FRAME_HEADER_BYTES + payload_bytes(m, cfg.codec, hdr.count, "tx_plen")),
-                         self.net.retransmissions.eq(self.net.retransmissions + out.retx)]
+                         self.net.retransmissions.eq(self.net.retransmissions + out.retx),
+                         self.stored_resends.eq(self.stored_resends + (out.retx & fits))]
         tp = self.tx_payload
+        m.d.comb += [store.r_index.valid.eq(store_ask), store.r_index.payload.eq(leaving.slot)]
+        with m.If(store_ask & store.r_index.ready):
+            m.d.sync += store_ask.eq(0)
+        for name in ("tdata", "tkeep", "tlast", "tvalid"):
+            m.d.comb += getattr(tp, name).eq(Mux(from_store, getattr(store.m_axis, name), getattr(enc_q.m_axis, name)))
+        m.d.comb += [store.m_axis.tready.eq(from_store & tp.tready), enc_q.m_axis.tready.eq(~from_store & tp.tready)]
+        # a first send's beats are kept in its slot's place as they leave
+        m.d.comb += [store.w_valid.eq(tp.tvalid & tp.tready & ~from_store), store.w_index.eq(leaving.slot),
+                     store.w_data.eq(tp.tdata), store.w_keep.eq(tp.tkeep), store.w_last.eq(tp.tlast)]
         with m.If(tp.tvalid & tp.tready & tp.tlast):
             m.d.sync += sending.eq(0)
             ls = leaving.slot
@@ -448,8 +492,9 @@ class SwitchClient(wiring.Component):
         frames_out = Signal(J_BITS + 1)         # frames whose payload has not all left
         writes_data = Signal(J_BITS + 1)        # results taken whose decoded data has not all been written
         rd_go = self.rd_cmd.valid & self.rd_cmd.ready
+        stored_go = hdr_q.w_en & ~self.rd_cmd.valid       # a resend issued from the frame store
         m.d.sync += [reads_out.eq(reads_out + rd_go - (rd.tvalid & rd.tready & rd.tlast)),
-                     frames_out.eq(frames_out + rd_go - (tp.tvalid & tp.tready & tp.tlast)),
+                     frames_out.eq(frames_out + (rd_go | stored_go) - (tp.tvalid & tp.tready & tp.tlast)),
                      writes_data.eq(writes_data + take_result - (wd.tvalid & wd.tready & wd.tlast))]
         receiving = Signal()
         m.d.comb += receiving.eq(rx.valid & ~expect & looked)

@@ -182,6 +182,7 @@ class Nic(wiring.Component):
             cl.psn_set.eq(regs.strobe[1]),
             cl.psn_value.eq(regs.strobe_data[1]),
             st.agg_psn.eq(cl.psn), st.agg_dup_results.eq(cl.dup_results), st.agg_timeouts.eq(cl.timeouts),
+            st.agg_stored_resends.eq(cl.stored_resends),
             st.retransmissions.eq(cl.net.retransmissions + ls.retransmissions),
             st.link_tx_psn.eq(ls.psn), st.link_tx_unacked.eq(ls.unacked), st.link_rx_psn.eq(lr.expect),
             st.link_timeouts.eq(ls.timeouts), st.link_nacks_received.eq(ls.nacks_received),

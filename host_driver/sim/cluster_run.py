@@ -372,7 +372,8 @@ async def run_job(dut, job: dict) -> dict:
             for counters, f, b in zip(stats["fault_counters"][name], frames, nbytes):
                 counters.update(frames=f, bytes=b)      # what entered the link, as the model's LinkCounters
         stats["nic_registers"] = [{name: await nic.read_reg(name) for name in
-                                   ("AGG_PSN", "AGG_DUP_RESULTS", "AGG_TIMEOUTS", "RETRANSMISSIONS")} for nic in nics]
+                                   ("AGG_PSN", "AGG_DUP_RESULTS", "AGG_TIMEOUTS", "RETRANSMISSIONS",
+                                                             "AGG_STORED_RESENDS")} for nic in nics]
     else:
         stats["nic_registers"] = [{name: await nic.read_reg(name) for name in RING_REGISTERS} for nic in nics]
         stats["fault_counters"] = {name: [fault_counts(dut, r, name) for r in range(n)] for name in ("up", "down")}

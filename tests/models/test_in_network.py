@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from contract.enums import AggDrop, Codec, Dtype, FrameFlag, FrameOpcode, names
-from contract.in_network import SWITCH_RANK, FaultStream, link_seed, psn_newer, slot_of, threshold, xorshift32
+from contract.in_network import (NIC_FRAME_STORE_BYTES, SWITCH_RANK, FaultStream, frame_stride, frames_fit, link_seed,
+                                 psn_newer, slot_of, threshold, xorshift32)
 from host_driver.models import in_network as inn
 from host_driver.models import numerics as nm
 from host_driver.models import protocol as proto
@@ -83,6 +84,16 @@ def _switch(ports=(0, 2, 3), window=2):
     sw = inn.SwitchModel(4, slots=8)
     sw.configure(1, inn.Job(7, ports, window, slot_base=4, packet=16))
     return sw
+
+
+def test_a_window_of_frames_fits_the_frame_store_by_its_stride():
+    # 256 fp32 (1 KiB) at W = 512: 16 beats a frame, 128 of them fill the store exactly, at every width
+    assert frame_stride(1024, 512) == 4 and frame_stride(1024, 64) == 7 and frame_stride(1, 512) == 0
+    assert frame_stride(264, 512) == 3               # bfp8's 256 elements: 5 beats, kept at a stride of 8
+    for width in (64, 512, 1024):
+        assert frames_fit(128, 1024, width) and not frames_fit(128, 1025, width)
+        assert frames_fit(64, 2048, width) and not frames_fit(128, 2048, width)
+    assert NIC_FRAME_STORE_BYTES == 128 * 1024       # docs/in_network.md, "The worker"
 
 
 def test_decision_table_case_by_case():
