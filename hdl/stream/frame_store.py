@@ -17,11 +17,13 @@ class FrameStore(wiring.Component):
       ``w_index``, b counted from 0 after each ``w_last`` (and after reset or ``w_restart``). The writer
       passes the beats of a frame in order, as they pass on their way elsewhere.
     * **Read**: an index taken on ``r_index`` sends that frame's beats on ``m_axis`` up to and including the
-      one written with tlast; the next index is taken once that beat has left. Its first beat is offered two
+      one written with tlast (or the last of its place: a frame never written ends there, and so does what
+      the read gives back, whatever it is); the next index is taken once that beat has left. Its first beat is offered two
       cycles after the index is taken, then one a cycle; ``m_axis.tvalid`` is a flip-flop, ``m_axis.tdata``
       the memory's output register.
     * A frame read while it is being written, a frame longer than 2**stride beats, or an index whose frames
-      do not fit in ``depth``: what comes out is undefined (the users keep these apart: docs/in_network.md).
+      do not fit in ``depth``: what comes out is undefined but ends (the users keep these apart:
+      docs/in_network.md).
     """
 
     def __init__(self, width: int, depth: int, index_bits: int):
@@ -63,14 +65,17 @@ class FrameStore(wiring.Component):
         # -- read: a beat fetched while the output is empty or leaving (and was not the frame's last) ---------
         reading, offered = Signal(), Signal()
         addr = Signal(abits)
+        at_end = Signal()                       # the beat offered is the last of its frame's place
         o = self.m_axis
-        m.d.comb += [o.tdata.eq(rp.data[:W]), o.tkeep.eq(rp.data[W:W + B]), o.tlast.eq(rp.data[W + B]),
+        m.d.comb += [o.tdata.eq(rp.data[:W]), o.tkeep.eq(rp.data[W:W + B]), o.tlast.eq(rp.data[W + B] | at_end),
                      o.tvalid.eq(offered)]
         leaves = offered & o.tready
         fetch = reading & (~offered | leaves & ~o.tlast)
         m.d.comb += [rp.addr.eq(addr), rp.en.eq(fetch)]
+        mask = Signal(abits)
+        m.d.comb += mask.eq(((1 << self.cfg_stride) - 1)[:abits])
         with m.If(fetch):
-            m.d.sync += [addr.eq(addr + 1), offered.eq(1)]
+            m.d.sync += [addr.eq(addr + 1), offered.eq(1), at_end.eq((addr & mask) == mask)]
         with m.Elif(leaves):
             m.d.sync += offered.eq(0)
         with m.If(leaves & o.tlast):

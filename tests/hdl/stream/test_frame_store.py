@@ -86,3 +86,8 @@ def test_refuses_a_depth_that_is_not_a_power_of_two():
     import pytest
     with pytest.raises(ValueError, match="power of two"):
         FrameStore(W, 100, 3)
+
+
+def test_a_frame_never_written_ends_at_the_last_beat_of_its_place(rng):
+    got, spans = run([(1, frame(rng, 70))], [5], 0.0, rng)
+    assert len(got[0]) == 0 and spans[0][1] == spans[0][0] + (1 << STRIDE) - 1     # 32 beats, no byte kept
