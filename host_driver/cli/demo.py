@@ -63,8 +63,8 @@ def add_parser(sub, formatter) -> None:
     d.add_argument("--jobs", type=int, default=1, help="switch: jobs at once, the nodes split between them")
     d.add_argument("--retransmit-timeout", type=int, default=None, metavar="CYCLES",
                    help="cycles a sender waits for an ack (ring) or a result (switch) before it resends (doubling "
-                        f"per resend; default: {RETRANSMIT_TIMEOUT}, or {TREE_RETRANSMIT_TIMEOUT} over a tree of "
-                        "switches and where the switch job's window needs it: in_network.chosen_timeout)")
+                        f"per resend; default: {RETRANSMIT_TIMEOUT}, over a tree of switches "
+                        f"{TREE_RETRANSMIT_TIMEOUT})")
     d.add_argument("--deadline", type=int, default=DEADLINE, metavar="CYCLES",
                    help="cycles without progress after which a collective ends in timeout")
     d.add_argument("--stage-trace", action="store_true",

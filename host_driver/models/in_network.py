@@ -124,24 +124,6 @@ WINDOW_ROUND_TRIPS = 3
 #: send (8 NICs over two leaves at W = 512: 64 slots and 2,048 cycles stormed, 32 slots took 149,206 cycles,
 #: 64 slots and 4,096 cycles 131,910)
 TREE_RETRANSMIT_TIMEOUT = 2 * RETRANSMIT_TIMEOUT
-#: the timer a cluster gives a job whose round trip needs a window that takes RETRANSMIT_TIMEOUT or more to
-#: send (chosen_timeout): bfp8 at W = 512, 16 cycles a packet, needs 128 slots, 2,048 cycles (N = 8, 1M:
-#: 0.938 of the loss-free speed at 0.1 % loss and 0.713 at 1 %, against 0.917 and 0.645 with 64 slots and
-#: 2,048 cycles; docs/in_network.md, "Sizing the window")
-LONG_RETRANSMIT_TIMEOUT = TREE_RETRANSMIT_TIMEOUT
-
-
-def chosen_timeout(width: int, codec: str, packet: int, link_bytes_per_cycle: float, latency: int,
-                   jobs: int = 1, pool: int = None, leaves: int = None) -> int:
-    """The retransmission timer a cluster gives a switch job when none is asked for: a tree's
-    (:data:`TREE_RETRANSMIT_TIMEOUT`), or :data:`LONG_RETRANSMIT_TIMEOUT` where it lets :func:`chosen_window`
-    keep a larger window than the default timer does (the window must take less than the timer to send),
-    else ``RETRANSMIT_TIMEOUT`` (a shorter timer recovers sooner what no later frame reveals)."""
-    if leaves:
-        return TREE_RETRANSMIT_TIMEOUT
-    args = (width, codec, packet, link_bytes_per_cycle, latency, jobs, pool)
-    longer = chosen_window(*args, timeout=LONG_RETRANSMIT_TIMEOUT) > chosen_window(*args)
-    return LONG_RETRANSMIT_TIMEOUT if longer else RETRANSMIT_TIMEOUT
 
 
 def chosen_window(width: int, codec: str, packet: int, link_bytes_per_cycle: float, latency: int,

@@ -234,11 +234,9 @@ class Cluster:
                 raise ValueError("dead_rank is for the ring (the switch algorithm's deadline: deadline=)")
             if isinstance(dead_rank, bool) or not isinstance(dead_rank, int) or not 0 <= dead_rank < nodes:
                 raise ValueError(f"dead_rank must be a rank in 0 .. {nodes - 1}, got {dead_rank!r}")
-        if retransmit_timeout is None and algorithm != "switch":
-            retransmit_timeout = RETRANSMIT_TIMEOUT
+        if retransmit_timeout is None:      # a tree's leaves take a packet's time twice: a longer timer
+            retransmit_timeout = inn.TREE_RETRANSMIT_TIMEOUT if leaves is not None else RETRANSMIT_TIMEOUT
         for name, v in (("retransmit_timeout", retransmit_timeout), ("deadline", deadline)):
-            if v is None and name == "retransmit_timeout":      # switch mode: chosen below
-                continue
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be a positive int (cycles), got {v!r}")
         self.dead_rank = dead_rank
@@ -248,10 +246,6 @@ class Cluster:
                                  f"{SWITCH_MAX_PACKET} elements, got {packet}")
             if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= nodes:
                 raise ValueError(f"jobs must be an int in 1 .. nodes ({nodes}), got {jobs!r}")
-            if retransmit_timeout is None:  # a tree's, or a longer one where it allows a larger window
-                retransmit_timeout = inn.chosen_timeout(width, codec, packet, bytes_per_cycle(link_gbps, clock_mhz),
-                                                        link_latency, jobs, None if backend == "model" else SWITCH_POOL,
-                                                        leaves)
             if window is None:          # the bandwidth-delay product with room (docs/in_network.md, "Sizing")
                 window = inn.chosen_window(width, codec, packet, bytes_per_cycle(link_gbps, clock_mhz),
                                            link_latency, jobs, None if backend == "model" else SWITCH_POOL,

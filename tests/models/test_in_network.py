@@ -375,11 +375,6 @@ def test_the_chosen_window_covers_the_round_trip():
     assert inn.chosen_window(512, "bfp8", 256, 40.0, 125, pool=128) == 64      # 128 x 16 cycles: the timer
     assert inn.chosen_window(512, "bfp8", 256, 40.0, 125, pool=128, timeout=4096) == 128
     assert inn.chosen_window(1024, "bfp8", 256, 40.0, 125, jobs=2, pool=128) == 64
-    # the timer: the longer one where it keeps a larger window (bfp8 at W = 512), a tree's, else the default
-    assert inn.chosen_timeout(512, "bfp8", 256, 40.0, 125, pool=128) == inn.LONG_RETRANSMIT_TIMEOUT == 4096
-    assert inn.chosen_timeout(512, "none", 256, 40.0, 125, pool=128) == 2048
-    assert inn.chosen_timeout(64, "bfp8", 256, 40.0, 125, pool=128) == 2048          # 32 slots either way
-    assert inn.chosen_timeout(512, "none", 256, 40.0, 125, pool=128, leaves=2) == inn.TREE_RETRANSMIT_TIMEOUT
     assert inn.chosen_window(64, "bfp8", 256, 40.0, 125) == 32             # W = 64: the datapath binds
     for w, c in [(1024, "none"), (512, "none"), (512, "fp16")]:
         win = inn.chosen_window(w, c, 256, 40.0, 125)
