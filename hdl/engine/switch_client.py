@@ -185,8 +185,15 @@ class SwitchClient(wiring.Component):
         # A record waits unchanged while it is not taken: its slot's record is read as it is first offered
         # (age 0), compared in two registered stages (ages 1 and 2), and the record is answered from age 3 on
         # (while the one before is written, the next one ages: back-to-back results lose nothing).
+        # A write to the waiting record's slot (the next packet launched into it, or a resend queued) starts
+        # its age again: the comparison must see the slot's new packet. (Without it, a copy of a result that
+        # came right behind the original, with a payload of a few beats, was compared with the record of the
+        # packet it answered, after that packet's result had freed the slot and the next one had launched
+        # into it: the copy was taken as the new packet's result, the new packet was never sent, and every
+        # worker waited for it. Seen at W = 512, bfp8, 128 slots, 1 % loss.)
         age = Signal(2)
-        m.d.sync += age.eq(Mux(rx.valid & ~rx.ready, Mux(age == 3, 3, age + 1), 0))
+        rewritten = rec_w.en & (rec_w.addr == rslot)
+        m.d.sync += age.eq(Mux(rx.valid & ~rx.ready & ~rewritten, Mux(age == 3, 3, age + 1), 0))
         m.d.comb += rec_rx.addr.eq(rslot)
         r = rec_rx.data
         # the results to this port are numbered (``chunk``) and name the psn of the one before (``reserved``):
