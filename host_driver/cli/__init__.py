@@ -6,6 +6,8 @@
   and training speedups from it;
 * ``ainic train`` (:mod:`host_driver.cli.train`): data-parallel training through the ``ainic`` torch.distributed
   backend, accuracy per wire codec against gloo fp32, and the step time the NIC would give;
+* ``ainic sweep`` (:mod:`host_driver.cli.sweep`): a grid of collectives (each as ``ainic demo`` runs it) on Dask,
+  resumable, with a table and a plot;
 * ``ainic optimize`` (:mod:`host_driver.cli.optimize`): LIBRA's problem, the bandwidth of each network
   dimension for a workload, on open solvers;
 * ``ainic verilog`` (:mod:`host_driver.cli.verilog`): the Verilog for vendor tools, the integration tops included;
@@ -123,11 +125,12 @@ def parser() -> argparse.ArgumentParser:
                                  "runs an all-reduce on the golden model in seconds; README.md is the guide.")
     ap.add_argument("--version", action="version", version=f"ainic {_version()}")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
-    from host_driver.cli import demo, model, optimize, train, verilog
+    from host_driver.cli import demo, model, optimize, sweep, train, verilog
     demo.add_parser(sub, HelpFormatter)
     model.add_parser(sub, HelpFormatter)
     train.add_parser(sub, HelpFormatter)
     optimize.add_parser(sub, HelpFormatter)
+    sweep.add_parser(sub, HelpFormatter)
     c = sub.add_parser("codec", formatter_class=HelpFormatter,
                        help="compression ratio and error of a wire codec on a tensor (golden model)")
     c.add_argument("file", nargs="?", metavar="FILE", help="a float32 .npy file (default: seeded Gaussian gradients)")

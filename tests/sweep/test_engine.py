@@ -1,0 +1,138 @@
+"""The sweep engine on real Dask clusters: a scheduler and two workers as separate processes on loopback, one of
+them killed mid-sweep (every point still completes, once, with the right cycles); a LocalCluster's sweep
+interrupted and resumed without running a finished point again."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from host_driver.perf import collective_model as cm
+from host_driver.sweep import engine, grid, point
+
+
+def model_points(nodes, elements, codecs=("none", "bfp8")):
+    return grid.points({"sim": ["model"], "nodes": nodes, "elements": [elements], "codec": list(codecs)})[0]
+
+
+def predicted(p) -> int:
+    """What the model backend must report for point ``p``: ``ainic model``'s cycles, computed here apart."""
+    return round(cm.predict(cm.Setup(p["nodes"], p["elements"], p["codec"], p["op"], algorithm=p["algorithm"],
+                                     packet=p["packet"], width=p["width"], link_gbps=p["link_gbps"],
+                                     clock_mhz=p["clock_mhz"], link_latency=p["link_latency"])))
+
+
+def journal_counts(path) -> Counter:
+    return Counter(json.loads(line)["key"] for line in path.read_text().splitlines())
+
+
+def _start(args, **kw):
+    return subprocess.Popen([sys.executable, "-m", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True, **kw)
+
+
+@pytest.fixture
+def dask_cluster(tmp_path):
+    """A scheduler and two workers (no nanny: a worker killed stays dead), each its own process on loopback:
+    (scheduler address, {pid: worker process})."""
+    sfile = tmp_path / "scheduler.json"
+    procs = [_start(["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                     "--scheduler-file", str(sfile)])]
+    try:
+        deadline = time.time() + 60
+        while not (sfile.exists() and sfile.stat().st_size):
+            assert time.time() < deadline, "the Dask scheduler did not start in 60 s"
+            time.sleep(0.2)
+        address = json.loads(sfile.read_text())["address"]
+        workers = {}
+        for _ in range(2):
+            w = _start(["distributed.cli.dask_worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
+                        "--host", "127.0.0.1"], cwd=tmp_path)
+            procs.append(w)
+            workers[w.pid] = w
+        from distributed import Client
+        with Client(address, timeout=30) as c:
+            c.wait_for_workers(2, timeout=60)
+        yield address, workers
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+@pytest.mark.heavy(30)
+def test_a_killed_worker_loses_nothing(dask_cluster, tmp_path):
+    address, workers = dask_cluster
+    points = model_points([2, 4, 8], 1 << 20)         # about 1.5 s a point on the golden model
+    killed = []
+
+    def say(line):
+        # at the first result, kill the worker that did not send it: it is in the middle of a point
+        if "done" in line and not killed:
+            done_by = {int(json.loads(e)["result"]["worker"].split(":")[1])
+                       for e in (tmp_path / "j.jsonl").read_text().splitlines()}
+            victim = next(pid for pid in workers if pid not in done_by)
+            os.kill(victim, signal.SIGKILL)
+            killed.append(victim)
+
+    journal = engine.Journal(tmp_path / "j.jsonl", tag="t")
+    out = engine.run(points, point.run, journal, key=grid.key, group=point.build_group, scheduler=address, say=say)
+    assert killed and workers[killed[0]].wait(10) == -signal.SIGKILL
+    assert out["failed"] == {}
+    counts = journal_counts(tmp_path / "j.jsonl")
+    assert sorted(counts) == sorted(grid.key(p) for p in points) and set(counts.values()) == {1}
+    for p in points:
+        r = out["results"][grid.key(p)]
+        assert r["status"] == "ok" and r["bit_exact"] is True
+        assert r["cycles"] == predicted(p), p
+    survivors = {int(r["worker"].split(":")[1]) for r in out["results"].values()} - {killed[0]}
+    assert survivors == set(workers) - {killed[0]}
+
+
+@pytest.mark.heavy(20)
+def test_an_interrupted_sweep_resumes_without_rerunning(tmp_path):
+    points = model_points([2, 4, 8], 1 << 16)
+    journal = engine.Journal(tmp_path / "j.jsonl", tag="t")
+
+    def stop_after_two(line):
+        if line.startswith("sweep: 2/"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        engine.run(points, point.run, journal, key=grid.key, group=point.build_group, workers=2, say=stop_after_two)
+    first = journal_counts(tmp_path / "j.jsonl")
+    assert len(first) == 2 and set(first.values()) == {1}
+    before = {k: r["worker"] for k, r in journal.done().items()}
+    lines = []
+    out = engine.run(points, point.run, journal, key=grid.key, group=point.build_group, workers=2, say=lines.append)
+    assert lines[0] == f"sweep: 2 of {len(points)} points already in {journal.path}"
+    counts = journal_counts(tmp_path / "j.jsonl")
+    assert sorted(counts) == sorted(grid.key(p) for p in points) and set(counts.values()) == {1}
+    assert {k: out["results"][k]["worker"] for k in before} == before      # not run again
+    assert all(out["results"][grid.key(p)]["cycles"] == predicted(p) for p in points)
+    # another tag (other RTL, another calibration): nothing is reused
+    other = engine.Journal(tmp_path / "j.jsonl", tag="u")
+    assert other.done() == {}
+
+
+def test_no_scheduler_is_a_clear_error(tmp_path):
+    with pytest.raises(engine.SweepError, match="no Dask scheduler answered at tcp://127.0.0.1:9"):
+        engine.client("tcp://127.0.0.1:9", timeout=2)
+
+
+def test_a_point_that_raises_is_reported_not_journaled(tmp_path):
+    points = model_points([2], 1 << 12, codecs=("none",))
+    journal = engine.Journal(tmp_path / "j.jsonl", tag="t")
+    out = engine.run(points, _fails, journal, key=grid.key, workers=1, say=lambda line: None)
+    assert list(out["failed"].values()) == ["RuntimeError: this point cannot be run"]
+    assert journal.done() == {}
+
+
+def _fails(p):
+    raise RuntimeError("this point cannot be run")
