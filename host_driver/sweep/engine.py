@@ -77,9 +77,10 @@ def client(scheduler: str = None, workers: int = None, timeout: float = CONNECT_
         except (OSError, TimeoutError) as exc:
             raise SweepError(f"no Dask scheduler answered at {scheduler} within {timeout:g} s ({exc})") from None
     n = workers or os.cpu_count() or 1
-    # memory_limit=0: a worker's simulator is the size of its design (the nanny must not restart it)
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=0,
-                           dashboard_address=None, silence_logs=logging.ERROR)
+    # memory_limit=0: a worker's simulator is the size of its design (the nanny must not restart it); on
+    # loopback, the scheduler's HTTP server on a free port (two sweeps at once must not collide on 8787)
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=0, host="127.0.0.1",
+                           dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
     return Client(cluster, set_as_default=True)
 
 
