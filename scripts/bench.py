@@ -104,12 +104,8 @@ def switch_bench(results, args):
     forwarded by MAC through the same switch: one build, the same links), and the speedup; at the smallest
     N, efficiency at 0.01 %, 0.1 % and 1 % loss on every link (frames dropped on the way up and on the way
     down). Every result checked bit for bit against the golden model. Writes results/switch_loss.png."""
-    import numpy as np
-
-    from contract.enums import Codec, names
-    from contract.limits import WIDE_WIDTH
-    from host_driver.models import in_network as inn
-    from host_driver.sim.cluster import MODEL_OPS, Cluster
+    from hdl.flow.deps import timing_digest
+    from host_driver.sweep import engine
     res = results.setdefault("switch_allreduce", {}).setdefault("verilator", {})
     nodes = args.nodes or [4, 8]
     codecs = args.codec or names(Codec)
@@ -120,79 +116,122 @@ def switch_bench(results, args):
                   for p in (1e-4, 1e-3, 1e-2)]
     if args.width != WIDE_WIDTH and not args.no_wide:       # then the wide NIC (the largest builds)
         cases += [(n, c, 0.0, WIDE_WIDTH) for n in nodes for c in codecs]
-    for n, codec, loss, width in cases:
-        rng = np.random.default_rng(n)
-        x = [rng.standard_normal(L).astype(np.float32) for _ in range(n)]
-        key = f"n{n}_{codec}_L{L}_w{width}"
-        ring = None
-        if not loss:
-            print(f"bench: ring allreduce through the switch, verilator N={n} {codec} L={L:,} W={width} ...",
-                  flush=True)
-            ring_cluster = Cluster(n, "verilator", width, codec, fabric="switch", clock_mhz=args.clock_mhz)
-            got, st = ring_cluster.allreduce(x)
-            want = MODEL_OPS["allreduce"](x, codec, "fp32", ring_cluster.packet)
-            ring = {"cycles": st.cycles, "bound_cycles": round(st.bound_cycles), "efficiency": round(st.efficiency, 4),
-                    "bit_exact": bool(np.array_equal(got.view(np.uint32), want.view(np.uint32))),
-                    "sim_seconds": round(st.sim_seconds, 1)}
-        print(f"bench: switch allreduce verilator N={n} {codec} L={L:,} W={width} loss={loss:g} ...", flush=True)
-        cluster = Cluster(n, "verilator", width, codec, algorithm="switch", faults={"drop": loss, "seed": 1},
-                          clock_mhz=args.clock_mhz, stage_trace=True)
-        got, st = cluster.allreduce(x)
-        trace = st.stage_trace[0]        # rank 0: each stage of its switch client busy (docs/in_network.md)
-        entry = {
-            "cycles": st.cycles, "bound_cycles": round(st.bound_cycles), "efficiency": round(st.efficiency, 4),
-            "datapath_bound_cycles": st.datapath_bound_cycles,
-            "binding_efficiency": round(st.binding_efficiency, 4),
-            "bit_exact": bool(np.array_equal(got.view(np.uint32), inn.allreduce(x, codec).view(np.uint32))),
-            "loss_per_link": loss, "retransmissions": sum(st.retransmitted_per_rank),
-            "frames_lost": sum(c["dropped"] for c in st.fault_counters["up"] + st.fault_counters["down"]),
-            "frames_up": st.frames_per_link[0], "frames_down": st.down_frames_per_link[0],
-            "ring_bound_ratio": round(2 * (n - 1) / n, 3),
-            "rank0_busy": {k: round(v["cycles"]["busy"] / trace["cycles"], 3) for k, v in trace["stages"].items()},
-            "sim_seconds": round(st.sim_seconds, 1), "sim_cycles_per_second": round(st.cycles / st.sim_seconds),
-            "link_gbps": st.link_gbps, "packet": cluster.packet, "window": cluster.window, **at_clock(st)}
-        if ring:
-            entry.update(ring_same_fabric=ring, speedup_over_ring=round(ring["cycles"] / st.cycles, 3))
-        else:
-            base = res.get(key, {}).get("efficiency")
-            entry["relative_to_lossless"] = round(st.efficiency / base, 4) if base else None
-        res[key + (f"_loss{loss:g}" if loss else "")] = entry
-        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    # on the sweep engine (host_driver/sweep/engine.py): a case a worker, each bench built by its first case;
+    # each case journaled as it completes (run again on the same RTL, only the missing cases run)
+    points = [{"nodes": n, "codec": c, "loss": p, "width": w, "elements": L, "clock_mhz": args.clock_mhz}
+              for n, c, p, w in cases]
+    key = lambda p: json.dumps(p, sort_keys=True)       # noqa: E731
+    out = engine.run(points, switch_case, engine.Journal(build_dir() / "bench_switch_cases.jsonl", timing_digest()),
+                     key=key, group=lambda p: (p["nodes"], p["width"]), scheduler=args.scheduler,
+                     workers=args.sim_workers,
+                     describe=lambda p: f"N={p['nodes']} {p['codec']} W={p['width']} loss={p['loss']:g}",
+                     say=lambda line: print("bench: switch: " + line, flush=True))
+    if out["failed"]:
+        raise RuntimeError(f"switch bench: cases failed: {out['failed']}")
+    for p in points:                    # loss-free cases first in ``cases``: each loss case finds its base
+        entry = dict(out["results"][key(p)])
+        k = f"n{p['nodes']}_{p['codec']}_L{L}_w{p['width']}"
+        if p["loss"]:
+            base = res.get(k, {}).get("efficiency")
+            entry["relative_to_lossless"] = round(entry["efficiency"] / base, 4) if base else None
+        res[k + (f"_loss{p['loss']:g}" if p["loss"] else "")] = entry
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
     plot_loss(results, args, min(nodes))
+
+
+def switch_case(p: dict) -> dict:
+    """One case of :func:`switch_bench` (N, codec, loss, width, L, clock): the switch all-reduce's figures and,
+    loss-free, the ring's on the same fabric and the speedup."""
+    import numpy as np
+
+    from host_driver.models import in_network as inn
+    from host_driver.sim.cluster import MODEL_OPS, Cluster
+    n, codec, loss, width, L = p["nodes"], p["codec"], p["loss"], p["width"], p["elements"]
+    rng = np.random.default_rng(n)
+    x = [rng.standard_normal(L).astype(np.float32) for _ in range(n)]
+    ring = None
+    if not loss:
+        print(f"bench: ring allreduce through the switch, verilator N={n} {codec} L={L:,} W={width} ...",
+              flush=True)
+        ring_cluster = Cluster(n, "verilator", width, codec, fabric="switch", clock_mhz=p["clock_mhz"])
+        got, st = ring_cluster.allreduce(x)
+        want = MODEL_OPS["allreduce"](x, codec, "fp32", ring_cluster.packet)
+        ring = {"cycles": st.cycles, "bound_cycles": round(st.bound_cycles), "efficiency": round(st.efficiency, 4),
+                "bit_exact": bool(np.array_equal(got.view(np.uint32), want.view(np.uint32))),
+                "sim_seconds": round(st.sim_seconds, 1)}
+    print(f"bench: switch allreduce verilator N={n} {codec} L={L:,} W={width} loss={loss:g} ...", flush=True)
+    cluster = Cluster(n, "verilator", width, codec, algorithm="switch", faults={"drop": loss, "seed": 1},
+                      clock_mhz=p["clock_mhz"], stage_trace=True)
+    got, st = cluster.allreduce(x)
+    trace = st.stage_trace[0]        # rank 0: each stage of its switch client busy (docs/in_network.md)
+    entry = {
+        "cycles": st.cycles, "bound_cycles": round(st.bound_cycles), "efficiency": round(st.efficiency, 4),
+        "datapath_bound_cycles": st.datapath_bound_cycles,
+        "binding_efficiency": round(st.binding_efficiency, 4),
+        "bit_exact": bool(np.array_equal(got.view(np.uint32), inn.allreduce(x, codec).view(np.uint32))),
+        "loss_per_link": loss, "retransmissions": sum(st.retransmitted_per_rank),
+        "frames_lost": sum(c["dropped"] for c in st.fault_counters["up"] + st.fault_counters["down"]),
+        "frames_up": st.frames_per_link[0], "frames_down": st.down_frames_per_link[0],
+        "ring_bound_ratio": round(2 * (n - 1) / n, 3),
+        "rank0_busy": {k: round(v["cycles"]["busy"] / trace["cycles"], 3) for k, v in trace["stages"].items()},
+        "sim_seconds": round(st.sim_seconds, 1), "sim_cycles_per_second": round(st.cycles / st.sim_seconds),
+        "link_gbps": st.link_gbps, "packet": cluster.packet, "window": cluster.window, **at_clock(st)}
+    if ring:
+        entry.update(ring_same_fabric=ring, speedup_over_ring=round(ring["cycles"] / st.cycles, 3))
+    return entry
 
 
 def ring_loss_bench(results, args):
     """The ring all-reduce of L fp32 per rank over lossy links (W = 512, 80 Gb/s, 1 µs per hop, Verilator):
     efficiency at 0, 0.01 %, 0.1 % and 1 % of frames dropped on every link (contract/link.py: the NICs resend
     what is lost), relative to the loss-free run; every result checked bit for bit. Plotted with the switch."""
+    from hdl.flow.deps import timing_digest
+    from host_driver.sweep import engine
+    res = results.setdefault("ring_loss", {}).setdefault("verilator", {})
+    n, L = min(args.nodes or [4]), args.elements
+    # on the sweep engine, as the switch's cases (one build: the loss-free case first)
+    points = [{"nodes": n, "loss": loss, "width": args.width, "elements": L, "clock_mhz": args.clock_mhz}
+              for loss in (0.0, 1e-4, 1e-3, 1e-2)]
+    key = lambda p: json.dumps(p, sort_keys=True)       # noqa: E731
+    out = engine.run(points, ring_loss_case, engine.Journal(build_dir() / "bench_ring_loss.jsonl", timing_digest()),
+                     key=key, group=lambda p: (p["nodes"], p["width"]), scheduler=args.scheduler,
+                     workers=args.sim_workers, describe=lambda p: f"N={p['nodes']} none loss={p['loss']:g}",
+                     say=lambda line: print("bench: ring loss: " + line, flush=True))
+    if out["failed"]:
+        raise RuntimeError(f"ring loss bench: cases failed: {out['failed']}")
+    base = out["results"][key(points[0])]["efficiency"]
+    for p in points:
+        entry = out["results"][key(p)]
+        res[f"n{n}_none_L{L}_w{args.width}_loss{p['loss']:g}"] = dict(
+            entry, relative_to_lossless=round(entry["efficiency"] / base, 4))
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    plot_loss(results, args, n)
+
+
+def ring_loss_case(p: dict) -> dict:
+    """One loss rate of :func:`ring_loss_bench`: the ring all-reduce's figures (``relative_to_lossless`` is
+    added by the bench)."""
     import numpy as np
 
     from host_driver.sim.cluster import MODEL_OPS, Cluster
-    res = results.setdefault("ring_loss", {}).setdefault("verilator", {})
-    n, L = min(args.nodes or [4]), args.elements
-    base = None
-    for loss in (0.0, 1e-4, 1e-3, 1e-2):
-        print(f"bench: ring allreduce verilator N={n} none L={L:,} loss={loss:g} ...", flush=True)
-        rng = np.random.default_rng(n)
-        x = [rng.standard_normal(L).astype(np.float32) for _ in range(n)]
-        cluster = Cluster(n, "verilator", args.width, "none", faults={"drop": loss, "seed": 1}, clock_mhz=args.clock_mhz)
-        got, st = cluster.allreduce(x)
-        want = MODEL_OPS["allreduce"](x, "none", "fp32", cluster.packet)
-        base = base or st.efficiency
-        res[f"n{n}_none_L{L}_w{args.width}_loss{loss:g}"] = {
-            "cycles": st.cycles, "bound_cycles": round(st.bound_cycles), "efficiency": round(st.efficiency, 4),
-            "datapath_bound_cycles": st.datapath_bound_cycles,
-            "binding_efficiency": round(st.binding_efficiency, 4),
-            "relative_to_lossless": round(st.efficiency / base, 4), "loss_per_link": loss,
-            "bit_exact": bool(np.array_equal(got.view(np.uint32), want.view(np.uint32))),
-            "data_frames_per_link": st.data_frames_per_link[0],
-            "frames_lost": sum(c["dropped"] for c in st.fault_counters["up"] + st.fault_counters["down"]),
-            "retransmissions": sum(st.retransmitted_per_rank), "link_timeouts": sum(st.link_timeouts_per_rank),
-            "nacks": sum(st.nacks_sent_per_rank), "acks": sum(st.acks_sent_per_rank),
-            "sim_seconds": round(st.sim_seconds, 1), "link_gbps": st.link_gbps, "packet": cluster.packet,
-            **at_clock(st)}
-        args.out.write_text(json.dumps(results, indent=2) + "\n")
-    plot_loss(results, args, n)
+    n, L, loss = p["nodes"], p["elements"], p["loss"]
+    print(f"bench: ring allreduce verilator N={n} none L={L:,} loss={loss:g} ...", flush=True)
+    rng = np.random.default_rng(n)
+    x = [rng.standard_normal(L).astype(np.float32) for _ in range(n)]
+    cluster = Cluster(n, "verilator", p["width"], "none", faults={"drop": loss, "seed": 1}, clock_mhz=p["clock_mhz"])
+    got, st = cluster.allreduce(x)
+    want = MODEL_OPS["allreduce"](x, "none", "fp32", cluster.packet)
+    return {
+        "cycles": st.cycles, "bound_cycles": round(st.bound_cycles), "efficiency": round(st.efficiency, 4),
+        "datapath_bound_cycles": st.datapath_bound_cycles,
+        "binding_efficiency": round(st.binding_efficiency, 4), "loss_per_link": loss,
+        "bit_exact": bool(np.array_equal(got.view(np.uint32), want.view(np.uint32))),
+        "data_frames_per_link": st.data_frames_per_link[0],
+        "frames_lost": sum(c["dropped"] for c in st.fault_counters["up"] + st.fault_counters["down"]),
+        "retransmissions": sum(st.retransmitted_per_rank), "link_timeouts": sum(st.link_timeouts_per_rank),
+        "nacks": sum(st.nacks_sent_per_rank), "acks": sum(st.acks_sent_per_rank),
+        "sim_seconds": round(st.sim_seconds, 1), "link_gbps": st.link_gbps, "packet": cluster.packet,
+        **at_clock(st)}
 
 
 SOAK_BENCH_NODES = 8
@@ -263,16 +302,23 @@ def soak_batch(batch: list, work: str) -> list:
     return out
 
 
+def soak_point(point: dict) -> list:
+    """One soak batch on a sweep engine's worker (its own temporary folder): :func:`soak_batch`'s outcomes."""
+    with tempfile.TemporaryDirectory(prefix="ainic-soak-") as tmp:
+        return soak_batch(point["jobs"], str(Path(tmp) / f"batch{point['batch']}"))
+
+
 def soak_bench(results, args):
     """``args.soak`` fault-injected ring all-reduces (:func:`soak_jobs`) on the 8-NIC Verilator bench at W = 64,
-    in batches of one simulation each (``args.soak_workers`` at a time): a run is right when every rank's
+    in batches of one simulation each, on the sweep engine (``args.soak_workers`` local Dask workers, or the
+    scheduler at ``args.scheduler``; host_driver/sweep/engine.py): a run is right when every rank's
     completion is ok and its result is the golden model's bit for bit; wrong when it finished otherwise; hung
     when the driver gave up waiting (the simulation stops there and the rest of its batch runs again)."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
     import numpy as np
 
+    from hdl.flow.deps import timing_digest
     from host_driver.sim.runner import build_top
+    from host_driver.sweep import engine
     rng = np.random.default_rng(args.soak_seed)
     todo = soak_jobs(rng, args.soak)
     batches = [todo[i:i + args.soak_batch] for i in range(0, len(todo), args.soak_batch)]
@@ -280,35 +326,41 @@ def soak_bench(results, args):
               "link_timeouts": 0, "nacks": 0, "probes": 0, "faults_hit": 0}
     wrong, hung = [], []
     t0 = time.time()
-    print(f"bench: soak, {len(todo)} ring all-reduces with faults in {len(batches)} batches, "
-          f"{args.soak_workers} at a time ...", flush=True)
+    where = args.scheduler or f"{args.soak_workers} at a time"
+    print(f"bench: soak, {len(todo)} ring all-reduces with faults in {len(batches)} batches, {where} ...", flush=True)
     build_top("verilator", f"cluster_n{SOAK_BENCH_NODES}", 64)          # once, before the workers share it
-    with tempfile.TemporaryDirectory() as tmp, ProcessPoolExecutor(args.soak_workers) as pool:
-        futures = [pool.submit(soak_batch, b, str(Path(tmp) / f"batch{i}")) for i, b in enumerate(batches)]
-        for fut in as_completed(futures):
-            for j, outcome, st in fut.result():
-                counts["runs"] += 1
-                counts[outcome] += 1
-                brief = {k: j[k] for k in ("name", "nodes", "elements", "codec", "dtype", "lag", "link_latency",
-                                           "faults")}
-                if outcome == "hung":
-                    hung.append(brief | st)
-                    continue
-                if outcome == "wrong":
-                    wrong.append(brief | {"statuses": [c["status_name"] for cs in st["completions"] for c in cs]})
-                regs = st["nic_registers"]
-                fc = [c for side in st["fault_counters"].values() for c in side]
-                counts["frames_lost"] += sum(c["dropped"] for c in fc)
-                counts["faults_hit"] += sum(c["dropped"] + c["duplicated"] + c["corrupted"] for c in fc)
-                for key, reg in (("retransmissions", "RETRANSMISSIONS"), ("link_timeouts", "LINK_TIMEOUTS"),
-                                 ("nacks", "LINK_NACKS_SENT"), ("probes", "LINK_PROBES")):
-                    counts[key] += sum(r[reg] for r in regs)
-            print(f"bench: soak: {counts['runs']} of {len(todo)} done, {counts['wrong']} wrong, "
-                  f"{counts['hung']} hung ({time.time() - t0:.0f} s)", flush=True)
-            results["ring_soak"] = {**counts, "wall_seconds": round(time.time() - t0),
-                                    "seed": args.soak_seed, "wrong_runs": wrong, "hung_runs": hung,
-                                    "method": soak_bench.__doc__.split("\n\n")[0].replace("\n", " ")}
-            args.out.write_text(json.dumps(results, indent=2) + "\n")
+    # on the sweep engine (host_driver/sweep/engine.py): each batch journaled as it completes (a soak run again
+    # on the same RTL with the same seed and sizes runs only the batches it lacks)
+    journal = engine.Journal(build_dir() / "soak_batches.jsonl",
+                             f"{timing_digest()}/{args.soak_seed}/{args.soak}/{args.soak_batch}")
+    points = [{"batch": i, "jobs": b} for i, b in enumerate(batches)]
+    out = engine.run(points, soak_point, journal, key=lambda p: str(p["batch"]), scheduler=args.scheduler,
+                     workers=None if args.scheduler else args.soak_workers,
+                     describe=lambda p: f"batch {p['batch']}", say=lambda line: print("bench: soak: " + line, flush=True))
+    if out["failed"]:
+        raise RuntimeError(f"soak: batches failed: {out['failed']}")
+    for p in points:                    # in batch order: the same lists whatever order the batches came in
+        for j, outcome, st in out["results"][str(p["batch"])]:
+            counts["runs"] += 1
+            counts[outcome] += 1
+            brief = {k: j[k] for k in ("name", "nodes", "elements", "codec", "dtype", "lag", "link_latency",
+                                       "faults")}
+            if outcome == "hung":
+                hung.append(brief | st)
+                continue
+            if outcome == "wrong":
+                wrong.append(brief | {"statuses": [c["status_name"] for cs in st["completions"] for c in cs]})
+            regs = st["nic_registers"]
+            fc = [c for side in st["fault_counters"].values() for c in side]
+            counts["frames_lost"] += sum(c["dropped"] for c in fc)
+            counts["faults_hit"] += sum(c["dropped"] + c["duplicated"] + c["corrupted"] for c in fc)
+            for key, reg in (("retransmissions", "RETRANSMISSIONS"), ("link_timeouts", "LINK_TIMEOUTS"),
+                             ("nacks", "LINK_NACKS_SENT"), ("probes", "LINK_PROBES")):
+                counts[key] += sum(r[reg] for r in regs)
+    results["ring_soak"] = {**counts, "wall_seconds": round(time.time() - t0),
+                            "seed": args.soak_seed, "wrong_runs": wrong, "hung_runs": hung,
+                            "method": soak_bench.__doc__.split("\n\n")[0].replace("\n", " ")}
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"bench: soak: {counts['runs']} runs, {counts['right']} right, {counts['wrong']} wrong, "
           f"{counts['hung']} hung", flush=True)
 
@@ -467,6 +519,10 @@ def main(argv=None) -> int:
     ap.add_argument("--soak", type=int, default=1000, help="ring: fault-injected runs in the soak (0: none)")
     ap.add_argument("--soak-batch", type=int, default=50, help="ring soak: runs per simulation")
     ap.add_argument("--soak-seed", type=int, default=14, help="ring soak: the seed of its random jobs")
+    ap.add_argument("--scheduler", metavar="ADDRESS", help="the switch cases and the soak on a running Dask "
+                    "scheduler (docs/sweeps.md); default: a LocalCluster")
+    ap.add_argument("--sim-workers", type=int, default=os.cpu_count() or 1,
+                    help="switch: cases simulated at a time on the LocalCluster (default: one per core)")
     ap.add_argument("--soak-workers", type=int, default=os.cpu_count() or 1,
                     help="ring soak: simulations at a time (default: one per core)")
     ap.add_argument("--no-loss-sweep", action="store_true", help="ring faults and switch: skip the loss sweep")

@@ -42,7 +42,6 @@ import json
 import os
 import subprocess
 import sys
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict
 from pathlib import Path
 
@@ -175,36 +174,26 @@ def measure(setup: Setup) -> dict:
     return {"cycles": int(st.cycles), "lag": st.lag, "sim_seconds": round(st.sim_seconds, 1)}
 
 
-def _measure_all(todo, workers, journal: Path, digest: str):
-    """Measure in parallel, one simulation per worker. The first collective of each N runs first, one per
-    worker, so that each cluster is built once and no worker waits on another's build; the rest follow.
-    Each point is appended to ``journal`` (JSON lines) as it completes, with the RTL's digest: an interrupted
-    sweep run again on the same RTL measures only what it lacks."""
-    setups = [s for s, _ in todo]
-    done = {}
-    if journal.exists():
-        for line in journal.read_text().splitlines():
-            p = json.loads(line)
-            if p.pop("rtl_digest") == digest:
-                done[json.dumps(p.pop("setup"), sort_keys=True)] = p
-    got = {i: done[k] for i, s in enumerate(setups) if (k := json.dumps(asdict(s), sort_keys=True)) in done}
-    if got:
-        print(f"calibrate: {len(got)} points from {journal} (same RTL)", flush=True)
-    firsts = {}
-    for i, s in enumerate(setups):
-        if i not in got:
-            firsts.setdefault((bench_top(s.algorithm, s.nodes, s.leaves), s.width), i)
-    journal.parent.mkdir(parents=True, exist_ok=True)
-    with ProcessPoolExecutor(max_workers=workers) as pool, open(journal, "a") as log:
-        for wave in (list(firsts.values()), [i for i in range(len(setups)) if i not in got and i not in firsts.values()]):
-            futures = {pool.submit(measure, setups[i]): i for i in wave}
-            for f in as_completed(futures):
-                i = futures[f]
-                got[i] = f.result()
-                log.write(json.dumps({"setup": asdict(setups[i]), "rtl_digest": digest, **got[i]}) + "\n")
-                log.flush()
-                print(f"calibrate: {len(got)}/{len(setups)} {setups[i]}: {got[i]['cycles']:,} cycles", flush=True)
-    return [got[i] for i in range(len(setups))]
+def measure_point(point: dict) -> dict:
+    """:func:`measure` of a sweep point (a Setup's fields): what the sweep engine's workers run."""
+    return measure(Setup(**point))
+
+
+def _measure_all(todo, workers, journal: Path, digest: str, scheduler: str = None):
+    """Measure on the sweep engine (host_driver/sweep/engine.py: a Dask LocalCluster of ``workers`` processes,
+    or the scheduler at ``scheduler``), one simulation per worker. The first collective of each bench runs
+    before the others of it, so that each cluster is built once and no worker waits on another's build.
+    Each point is journaled in ``journal`` as it completes, with the RTL's digest: an interrupted sweep run
+    again on the same RTL measures only what it lacks."""
+    from host_driver.sweep import engine
+    points = [asdict(s) for s, _ in todo]
+    key = lambda p: json.dumps(p, sort_keys=True)       # noqa: E731
+    out = engine.run(points, measure_point, engine.Journal(journal, digest), key=key, scheduler=scheduler,
+                     workers=workers, group=lambda p: (bench_top(p["algorithm"], p["nodes"], p["leaves"]), p["width"]),
+                     describe=lambda p: str(Setup(**p)), say=lambda line: print("calibrate: " + line, flush=True))
+    if out["failed"]:
+        raise SystemExit("calibrate: " + "; ".join(f"{k}: {v}" for k, v in out["failed"].items()))
+    return [out["results"][key(p)] for p in points]
 
 
 def main(argv=None) -> int:
@@ -214,7 +203,10 @@ def main(argv=None) -> int:
                     "sources' digest without measuring (see the module docstring)")
     ap.add_argument("--algorithm", choices=("ring", "switch"),
                     help="measure only this algorithm's sweep; keep the file's points of the other")
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                    help="worker processes of the local Dask cluster (one simulation each)")
+    ap.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler to measure on "
+                    "(docs/sweeps.md); default: a LocalCluster of --workers")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "model_error.json")
     args = ap.parse_args(argv)
     if args.restamp:
@@ -228,7 +220,7 @@ def main(argv=None) -> int:
         todo = sweep(measured)
         print(f"calibrate: {len(todo)} collectives on Verilator ...", flush=True)
         digest = timing_digest()
-        got = _measure_all(todo, args.workers, build_dir() / "calibrate_points.jsonl", digest)
+        got = _measure_all(todo, args.workers, build_dir() / "calibrate_points.jsonl", digest, args.scheduler)
         points = _current(kept, digest) + [{**asdict(s), "role": role, **m, "rtl_digest": digest}
                                            for (s, role), m in zip(todo, got)]
     setups = [(Setup(**{k: p[k] for k in Setup.__dataclass_fields__ if k in p}), p) for p in points]

@@ -176,7 +176,9 @@ def _summary(result: dict) -> str:
     if not isinstance(result, dict) or "cycles" not in result:
         return "done"
     cycles = f"{result['cycles']:,} cycles" if result.get("cycles") is not None else "no cycles"
-    exact = {True: "bit-exact", False: "NOT bit-exact", None: "no result"}[result.get("bit_exact")]
+    if "bit_exact" not in result:       # a measurement that checks its result itself (make calibrate)
+        return f"{result.get('status', 'ok')}, {cycles}"
+    exact = {True: "bit-exact", False: "NOT bit-exact", None: "no result"}[result["bit_exact"]]
     return f"{result.get('status', 'ok')}, {cycles}, {exact}"
 
 
