@@ -107,9 +107,9 @@ def run(points, fn, journal: Journal, *, key, group=None, scheduler: str = None,
     failed = {}
     if not todo:
         return {"results": done, "failed": failed}
-    groups = {}
-    for p in todo:
-        groups.setdefault(group(p) if group else None, []).append(p)
+    groups = {}                         # build group -> its points (no group function: a point each)
+    for i, p in enumerate(todo):
+        groups.setdefault(group(p) if group else i, []).append(p)
     t0 = time.time()
     # a LocalCluster's scheduler lives in this process and reads this as it starts; a scheduler given by
     # address keeps its own setting
@@ -152,9 +152,8 @@ def run(points, fn, journal: Journal, *, key, group=None, scheduler: str = None,
                     err = f.exception() if f.status == "error" else f.status
                     failed[k] = f"{type(err).__name__}: {err}" if f.status == "error" else str(err)
                     line = f"FAILED ({failed[k]})"
-                g = firsts.pop(id(p), None)
-                if g is not None:           # its group is built: the group's other points may go
-                    for q in groups[g][1:]:
+                if id(p) in firsts:         # its group is built: the group's other points may go
+                    for q in groups[firsts.pop(id(p))][1:]:
                         submit(q)
                 left = total - len(done) - len(failed)
                 per_point = (time.time() - t0) / max(new, 1)        # wall seconds a point, all workers
@@ -162,6 +161,8 @@ def run(points, fn, journal: Journal, *, key, group=None, scheduler: str = None,
                     f"~{_duration(per_point * left)} left | {describe(p)}: {line}")
     finally:
         _close(c)
+    lost = [key(p) for p in todo if key(p) not in done and key(p) not in failed]
+    assert not lost, f"sweep engine: {len(lost)} points neither done nor failed"
     return {"results": done, "failed": failed}
 
 

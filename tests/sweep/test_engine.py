@@ -139,3 +139,11 @@ def test_a_point_that_raises_is_reported_not_journaled(tmp_path):
 
 def _fails(p):
     raise RuntimeError("this point cannot be run")
+
+
+def test_points_without_a_build_group_all_run_at_once(tmp_path):
+    """No ``group`` (nothing to build first, as the soak's batches): every point is sent at once and runs."""
+    points = model_points([2, 3, 4], 1 << 12)
+    out = engine.run(points, point.run, engine.Journal(tmp_path / "j.jsonl", tag="t"), key=grid.key, workers=2,
+                     say=lambda line: None)
+    assert out["failed"] == {} and sorted(out["results"]) == sorted(grid.key(p) for p in points)
