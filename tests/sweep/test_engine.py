@@ -36,34 +36,45 @@ def _start(args, **kw):
                             start_new_session=True, **kw)
 
 
-@pytest.fixture
-def dask_cluster(tmp_path):
-    """A scheduler and two workers (no nanny: a worker killed stays dead), each its own process on loopback:
-    (scheduler address, {pid: worker process})."""
+def start_cluster(tmp_path, n_workers, procs):
+    """A scheduler and ``n_workers`` workers (no nanny: a worker killed stays dead), each its own process on
+    loopback, appended to ``procs``: (scheduler address, {pid: worker process})."""
     sfile = tmp_path / "scheduler.json"
-    procs = [_start(["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                     "--scheduler-file", str(sfile)])]
-    try:
-        deadline = time.time() + 60
-        while not (sfile.exists() and sfile.stat().st_size):
-            assert time.time() < deadline, "the Dask scheduler did not start in 60 s"
-            time.sleep(0.2)
-        address = json.loads(sfile.read_text())["address"]
-        workers = {}
-        for _ in range(2):
-            w = _start(["distributed.cli.dask_worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
-                        "--host", "127.0.0.1"], cwd=tmp_path)
-            procs.append(w)
-            workers[w.pid] = w
+    procs.append(_start(["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                         "--scheduler-file", str(sfile)]))
+    deadline = time.time() + 60
+    while not (sfile.exists() and sfile.stat().st_size):
+        assert time.time() < deadline, "the Dask scheduler did not start in 60 s"
+        time.sleep(0.2)
+    address = json.loads(sfile.read_text())["address"]
+    workers = {}
+    for _ in range(n_workers):
+        w = _start(["distributed.cli.dask_worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
+                    "--host", "127.0.0.1"], cwd=tmp_path)
+        procs.append(w)
+        workers[w.pid] = w
+    if n_workers:
         from distributed import Client
         with Client(address, timeout=30) as c:
-            c.wait_for_workers(2, timeout=60)
-        yield address, workers
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
+            c.wait_for_workers(n_workers, timeout=60)
+    return address, workers
+
+
+@pytest.fixture
+def processes():
+    """Processes a test starts, killed (with their children) when it ends."""
+    procs = []
+    yield procs
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+@pytest.fixture
+def dask_cluster(tmp_path, processes):
+    """A scheduler and two workers on loopback: (address, {pid: worker process})."""
+    return start_cluster(tmp_path, 2, processes)
 
 
 @pytest.mark.heavy(30)
@@ -147,3 +158,14 @@ def test_points_without_a_build_group_all_run_at_once(tmp_path):
     out = engine.run(points, point.run, engine.Journal(tmp_path / "j.jsonl", tag="t"), key=grid.key, workers=2,
                      say=lambda line: None)
     assert out["failed"] == {} and sorted(out["results"]) == sorted(grid.key(p) for p in points)
+
+
+def test_a_scheduler_without_workers_stops_the_sweep(tmp_path, processes, monkeypatch):
+    """Nothing hangs: with no worker for NO_WORKER_TIMEOUT seconds the sweep stops and says so."""
+    address, _ = start_cluster(tmp_path, 0, processes)
+    monkeypatch.setattr(engine, "NO_WORKER_TIMEOUT", 3)
+    t = time.time()
+    with pytest.raises(engine.SweepError, match=r"no Dask worker for 3 s with 2 points left; 0 of 2 are in"):
+        engine.run(model_points([2], 1 << 12), point.run, engine.Journal(tmp_path / "j.jsonl", tag="t"),
+                   key=grid.key, scheduler=address, say=lambda line: None)
+    assert time.time() - t < 30
