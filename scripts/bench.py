@@ -120,7 +120,7 @@ def switch_bench(results, args):
     # each case journaled as it completes (run again on the same RTL, only the missing cases run)
     points = [{"nodes": n, "codec": c, "loss": p, "width": w, "elements": L, "clock_mhz": args.clock_mhz}
               for n, c, p, w in cases]
-    key = lambda p: json.dumps(p, sort_keys=True)       # noqa: E731
+    key = engine.canonical
     out = engine.run(points, switch_case, engine.Journal(build_dir() / "bench_switch_cases.jsonl", timing_digest()),
                      key=key, group=lambda p: (p["nodes"], p["width"]), scheduler=args.scheduler,
                      workers=args.sim_workers,
@@ -192,7 +192,7 @@ def ring_loss_bench(results, args):
     # on the sweep engine, as the switch's cases (one build: the loss-free case first)
     points = [{"nodes": n, "loss": loss, "width": args.width, "elements": L, "clock_mhz": args.clock_mhz}
               for loss in (0.0, 1e-4, 1e-3, 1e-2)]
-    key = lambda p: json.dumps(p, sort_keys=True)       # noqa: E731
+    key = engine.canonical
     out = engine.run(points, ring_loss_case, engine.Journal(build_dir() / "bench_ring_loss.jsonl", timing_digest()),
                      key=key, group=lambda p: (p["nodes"], p["width"]), scheduler=args.scheduler,
                      workers=args.sim_workers, describe=lambda p: f"N={p['nodes']} none loss={p['loss']:g}",

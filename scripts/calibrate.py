@@ -187,7 +187,7 @@ def _measure_all(todo, workers, journal: Path, digest: str, scheduler: str = Non
     again on the same RTL measures only what it lacks."""
     from host_driver.sweep import engine
     points = [asdict(s) for s, _ in todo]
-    key = lambda p: json.dumps(p, sort_keys=True)       # noqa: E731
+    key = engine.canonical
     out = engine.run(points, measure_point, engine.Journal(journal, digest), key=key, scheduler=scheduler,
                      workers=workers, group=lambda p: (bench_top(p["algorithm"], p["nodes"], p["leaves"]), p["width"]),
                      describe=lambda p: str(Setup(**p)), say=lambda line: print("calibrate: " + line, flush=True))

@@ -20,6 +20,7 @@ from contract.in_network import DEADLINE, DEFAULT_WINDOW, RETRANSMIT_TIMEOUT, tr
 from host_driver.cli.common import UsageError
 from host_driver.models import allreduce as ar
 from host_driver.models.in_network import TREE_RETRANSMIT_TIMEOUT
+from host_driver.sweep import point
 
 SIMS = ("verilator", "icarus", "model")
 
@@ -79,11 +80,9 @@ def add_parser(sub, formatter) -> None:
 
 def _inputs(args, given: set) -> list:
     """The ranks' arrays: the files of ``--inputs`` or seeded random gradients."""
-    if not args.inputs:
-        rng = np.random.default_rng(0 if args.seed is None else args.seed)
-        if args.dtype == "fp32":
-            return [rng.standard_normal(args.elements).astype(np.float32) for _ in range(args.nodes)]
-        return [rng.integers(-1000, 1000, args.elements, dtype=np.int32) for _ in range(args.nodes)]
+    if not args.inputs:             # what a sweep's point draws for the same seed (host_driver/sweep/point.py)
+        return point.inputs({"seed": 0 if args.seed is None else args.seed, "nodes": args.nodes,
+                             "elements": args.elements, "dtype": args.dtype})
     if "elements" in given or args.seed is not None:
         raise UsageError("--inputs gives the data: --elements and --seed do not apply")
     if len(args.inputs) != args.nodes:

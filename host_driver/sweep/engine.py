@@ -34,6 +34,11 @@ class SweepError(RuntimeError):
     """The sweep could not go on (no scheduler, no workers); the journal keeps what was done."""
 
 
+def canonical(point) -> str:
+    """A point's key when the point is its own identity (any JSON value): its canonical JSON."""
+    return json.dumps(point, sort_keys=True)
+
+
 class Journal:
     """Results as JSON lines, one a point: ``{"key", "point", "tag", "result"}``, appended as they come (a
     crash loses at most the line being written)."""
