@@ -14,6 +14,8 @@ every other layer may depend on it and it depends on none of them (docs/contribu
 * :mod:`contract.descriptors` -- descriptor and completion formats, status meanings, the descriptor checks.
 * :mod:`contract.credits` -- the receive-credit rules.
 * :mod:`contract.stages` -- the collective engine's stages as its debug port ``dbg_stages`` reports them.
+* :mod:`contract.addresses` -- the simulated cluster's addresses (NICs, switch, leaves) and the integers
+  that address registers hold.
 * :mod:`contract.in_network` -- in-network aggregation: the switch's rank, port and job limits, packet
   numbers and slots, the worker's timer defaults, the links' fault generator.
 """

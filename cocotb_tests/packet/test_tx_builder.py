@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from cocotb_tests import bench
+from contract.addresses import ip_int, mac_int
 from contract.enums import Codec, names
 from contract.protocol import HEADER_FIELDS, UDP_PORT, VERSION
 from host_driver.models import numerics as nm
@@ -16,7 +17,7 @@ from host_driver.models import protocol as pr
 from host_driver.models.pcap import tshark_fields, write_pcap
 from host_driver.sim.testbench import SIM_WIDTHS, TB, TRAFFIC, frame, rng, width
 
-MAC, IP4 = pr.mac_int, pr.ip_int
+MAC, IP4 = mac_int, ip_int
 
 
 def random_packet(r, header_only=False):

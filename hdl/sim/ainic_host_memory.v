@@ -15,8 +15,10 @@
 //   seeded by cfg_seed). A valid R or B is never withdrawn (AXI rule).
 // * Backdoor: a cycle with bd_load high reads LOAD_FILE, raw bytes, into the words from bd_lo on with
 //   $fread (each word's bytes most significant first, as $fread fills a memory); a cycle with bd_dump high
-//   runs $writememh(DUMP_FILE, mem, bd_lo, bd_hi) (word indices). Paths are relative to the simulator's
-//   working directory. (Binary loads: $readmemh parsed 4 MB at about 10 MB/s on Verilator.)
+//   writes words bd_lo..bd_hi (word indices) to DUMP_FILE, raw bytes in address order ($fwrite's "%u":
+//   each word's 32-bit pieces least significant first, each little-endian, on Verilator and Icarus alike).
+//   Paths are relative to the simulator's working directory. (Binary files: $readmemh parsed 4 MB at about
+//   10 MB/s on Verilator, and $writememh's printf of every 32 bits and its parsing cost a 4-node demo 0.4 s.)
 // * Resets: rst resets everything but the contents; bus_rst resets the AXI port alone (bursts in flight
 //   are forgotten; contents, statistics and the cycle count stay), the AXI reset that goes with resetting
 //   the master alone (AXI has one ARESETn per interface: master and slave leave reset together).
@@ -27,7 +29,7 @@ module ainic_host_memory #(
     parameter DATA_WIDTH = 512,
     parameter ADDR_BITS = 24,
     parameter LOAD_FILE = "hostmem_load.bin",
-    parameter DUMP_FILE = "hostmem_dump.hex"
+    parameter DUMP_FILE = "hostmem_dump.bin"
 ) (
     input  wire                    clk,
     input  wire                    rst,
@@ -90,7 +92,7 @@ module ainic_host_memory #(
     integer k;
     initial for (k = 0; k < WORDS; k = k + 1) mem[k] = {DATA_WIDTH{1'b0}};
 
-    integer bd_fd, bd_n;
+    integer bd_fd, bd_n, bd_k;
     always @(posedge clk) begin
         if (bd_load) begin
             bd_fd = $fopen(LOAD_FILE, "rb");
@@ -101,7 +103,15 @@ module ainic_host_memory #(
                 $fclose(bd_fd);
             end
         end
-        if (bd_dump) $writememh(DUMP_FILE, mem, bd_lo, bd_hi);
+        if (bd_dump) begin
+            bd_fd = $fopen(DUMP_FILE, "wb");
+            if (bd_fd == 0) begin
+                $display("ainic_host_memory: cannot open %s", DUMP_FILE);
+            end else begin
+                for (bd_k = bd_lo; bd_k <= bd_hi; bd_k = bd_k + 1) $fwrite(bd_fd, "%u", mem[bd_k]);
+                $fclose(bd_fd);
+            end
+        end
     end
 
     // -- random stalls ---------------------------------------------------------------------------------

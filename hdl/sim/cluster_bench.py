@@ -33,7 +33,7 @@ class ClusterBench(wiring.Component):
     common ``link_latency`` and ``link_rate``, the switch forwards by ``n<i>_mac`` (static table).
 
     Ports per node i: ``n<i>_s_axil`` (registers), ``n<i>_irq``, ``n<i>_mem_*`` (host memory model, backdoor
-    files ``hostmem<i>_load.bin`` / ``hostmem<i>_dump.hex`` in the working directory), ``n<i>_mac``,
+    files ``hostmem<i>_load.bin`` / ``hostmem<i>_dump.bin`` in the working directory), ``n<i>_mac``,
     ``n<i>_up_frames`` / ``n<i>_up_bytes`` (what NIC i sent), ``n<i>_rx_stalls`` (cycles NIC i held its
     receive port back while a beat waited: a real MAC would have dropped it), ``capture`` (while high, every
     frame NIC i sends is written to ``capture<i>.txt``: ``ainic_frame_capture``), ``stage_trace`` (while high, NIC i's
@@ -177,7 +177,7 @@ class ClusterBench(wiring.Component):
             wiring.connect(m, axil.m, nic.s_axil)
             m.d.comb += getattr(self, f"n{i}_irq").eq(nic.irq)
             add_host_memory(m, f"memory{i}", nic.m_axi, self, f"n{i}_mem_", W, self.addr_bits,
-                            f"hostmem{i}_load.bin", f"hostmem{i}_dump.hex", registered=True, bus_rst=nic_reset)
+                            f"hostmem{i}_load.bin", f"hostmem{i}_dump.bin", registered=True, bus_rst=nic_reset)
             m.submodules[f"up{i}"] = up = LinkModel(W, self.link_depth)
             m.submodules[f"down{i}"] = down = LinkModel(W, self.link_depth, user_width=1)
             for link in (up, down):

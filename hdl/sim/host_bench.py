@@ -9,13 +9,10 @@ from amaranth.lib.wiring import In, Out
 from contract import regmap as rm
 from hdl.host.axi import AxiLiteSignature, AxiSignature
 from hdl.nic.nic import nic_signature
+from hdl.sim.memory_ports import MEMORY_CONFIG, MEMORY_STATS
 from hdl.stream.axis import check_width
 
 SIM_DIR = Path(__file__).resolve().parent
-MEMORY_CONFIG = {"cfg_latency": 16, "cfg_rate": 16, "cfg_stall": 8, "cfg_seed": 32, "cfg_err_lo": 64,
-                 "cfg_err_hi": 64, "cfg_err_resp": 2, "bd_load": 1, "bd_dump": 1, "bd_lo": 32, "bd_hi": 32}
-MEMORY_STATS = {"stat_cycle": 64, "stat_rd_beats": 32, "stat_wr_beats": 32, "stat_rd_first": 64,
-                "stat_rd_last": 64, "stat_wr_first": 64, "stat_wr_last": 64, "stat_violations": 32}
 MEMORY_SOURCE = SIM_DIR / "ainic_host_memory.v"
 
 
@@ -27,7 +24,7 @@ def memory_members(prefix: str = "mem_") -> dict:
 
 
 def add_host_memory(m, name, axi, top, prefix, width, addr_bits, load_file="hostmem_load.bin",
-                    dump_file="hostmem_dump.hex", registered=False, bus_rst=0):
+                    dump_file="hostmem_dump.bin", registered=False, bus_rst=0):
     """Instantiate ``ainic_host_memory`` as the slave of AXI4 master ``axi`` (an interface object), with its
     configuration and statistics on ``top``'s ``<prefix>*`` ports (see :func:`memory_members`). With
     ``registered``, the configuration and backdoor inputs pass through a flip-flop (one cycle later).

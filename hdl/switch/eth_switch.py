@@ -12,7 +12,7 @@ from hdl.stream.sync_fifo import SyncFifo
 
 
 def _dst_mac(tdata):
-    """The destination MAC of a frame's first beat as the 48-bit integer ``protocol.mac_int`` gives."""
+    """The destination MAC of a frame's first beat as the 48-bit integer ``contract.addresses.mac_int`` gives."""
     return Cat(*[tdata[8 * i:8 * i + 8] for i in reversed(range(6))])
 
 

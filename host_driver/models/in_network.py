@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from contract.addresses import SWITCH_IP, SWITCH_MAC, leaf_ip, leaf_mac, mac_int
 from contract.enums import AggDrop, Codec, DropReason, Dtype, FrameFlag, FrameOpcode
 from contract.in_network import (
     BACKOFF_MAX,
@@ -44,18 +45,6 @@ from contract.protocol import FRAME_HEADER_BYTES, MAX_P, MIN_P, UDP_PORT, WIRE_O
 from host_driver.models import allreduce as ar
 from host_driver.models import numerics as nm
 from host_driver.models import protocol as proto
-
-SWITCH_MAC = "02:00:00:00:00:fe"
-SWITCH_IP = "10.0.1.254"
-
-
-def leaf_mac(k: int) -> str:
-    """Leaf switch k's MAC in a simulated tree (the spine has SWITCH_MAC)."""
-    return f"02:00:00:00:00:{0xf0 + k:02x}"
-
-
-def leaf_ip(k: int) -> str:
-    return f"10.0.1.{240 + k}"
 
 
 # -- semantics -------------------------------------------------------------------------------------------
@@ -515,9 +504,9 @@ class SwitchModel:
         pc = self.port_counters[port]
         pc.frames_in += 1
         pc.bytes_in += len(frame)
-        dst = proto.mac_int(":".join(f"{b:02x}" for b in frame[:6])) if len(frame) >= 6 else None
-        if dst != proto.mac_int(self.mac):
-            out = [p for p, mac in enumerate(self.port_macs) if proto.mac_int(mac) == dst]
+        dst = mac_int(":".join(f"{b:02x}" for b in frame[:6])) if len(frame) >= 6 else None
+        if dst != mac_int(self.mac):
+            out = [p for p, mac in enumerate(self.port_macs) if mac_int(mac) == dst]
             if not out:
                 pc.unknown_mac += 1
                 return []

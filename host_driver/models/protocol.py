@@ -12,6 +12,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, bind_layers
 
+from contract.addresses import ip_int
 from contract.enums import DATA_OPCODES, Codec, DropReason, Dtype, FrameOpcode
 from contract.link import psn_diff
 from contract.protocol import (
@@ -36,16 +37,6 @@ NIC_IP = "10.0.0.1"
 PEER_IP = "10.0.0.2"
 NIC_RANK = 0
 PEER_RANK = 1
-
-
-def mac_int(mac: str) -> int:
-    """"02:00:00:00:00:01" -> the 48-bit integer a cfg_mac register holds."""
-    return int(mac.replace(":", ""), 16)
-
-
-def ip_int(ip: str) -> int:
-    """"10.0.0.1" -> the 32-bit integer a cfg_ip register holds."""
-    return int.from_bytes(bytes(int(x) for x in ip.split(".")), "big")
 
 
 def _enum_names(enum) -> dict:

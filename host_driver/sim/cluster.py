@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from contract import collective
+from contract.addresses import rank_ip, rank_mac
 from contract import credits as cr
 from contract.enums import Codec, Dtype, FrameFlag, FrameOpcode
 from contract.in_network import (
@@ -70,14 +71,6 @@ def bytes_per_cycle(link_gbps: float, clock_mhz: float) -> float:
 def link_rate_fixed(link_gbps: float, clock_mhz: float) -> int:
     """Bytes per cycle in the link model's 8.8 fixed point."""
     return round(bytes_per_cycle(link_gbps, clock_mhz) * 256)
-
-
-def rank_mac(r: int) -> str:
-    return f"02:00:00:00:01:{r:02x}"
-
-
-def rank_ip(r: int) -> str:
-    return f"10.0.1.{r + 1}"
 
 
 class CollectiveTimeout(RuntimeError):

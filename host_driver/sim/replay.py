@@ -7,6 +7,7 @@ import os
 import cocotb
 from cocotb.triggers import ClockCycles
 
+from contract.addresses import ip_int, mac_int
 from contract.enums import DropReason
 from contract.protocol import UDP_PORT
 from host_driver.models import protocol as pr
@@ -28,8 +29,8 @@ async def start(dut):
     """Clock, stream endpoints and reset of an ``rx_parser`` top configured as the default NIC
     (``host_driver.models.protocol.NIC_MAC``, ``NIC_IP``, ``NIC_RANK``)."""
     tb = TB(dut, sources=("s_axis",), sinks=("m_axis", "m_meta"))
-    dut.cfg_mac.value = pr.mac_int(pr.NIC_MAC)
-    dut.cfg_ip.value = pr.ip_int(pr.NIC_IP)
+    dut.cfg_mac.value = mac_int(pr.NIC_MAC)
+    dut.cfg_ip.value = ip_int(pr.NIC_IP)
     dut.cfg_udp_port.value = UDP_PORT
     dut.cfg_rank.value = pr.NIC_RANK
     dut.seq_enable.value = dut.seq_block.value = dut.seq_expect.value = 0     # no ring link: every psn passes

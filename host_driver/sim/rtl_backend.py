@@ -1,7 +1,7 @@
 """The RTL backend: the host interface in a cocotb simulation (top ``ainic_host_bench_w<W>``).
 
 Registers go through a small AXI4-Lite driver (:class:`AxiLiteDriver`); host memory is the HDL model
-``hdl/sim/ainic_host_memory.v``, loaded in bulk through its ``$fread`` and unloaded through its ``$writememh``
+``hdl/sim/ainic_host_memory.v``, loaded in bulk through its ``$fread`` and unloaded through its ``$fwrite``
 backdoor (no Python per beat). Import this module only inside a cocotb test.
 """
 
@@ -13,7 +13,7 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, First, Lock, ReadOnly, RisingEdge, Timer
 
-from hdl.sim.host_bench import MEMORY_CONFIG, MEMORY_STATS
+from hdl.sim.memory_ports import MEMORY_CONFIG, MEMORY_STATS
 
 CLOCK_NS = 4            # 250 MHz
 _CLOCKS = {}
@@ -37,7 +37,7 @@ class HostMemory:
     """Bulk access to the HDL host memory of one bench (``prefix`` selects the ports, e.g. ``mem_``)."""
 
     def __init__(self, dut, width: int, addr_bits: int, prefix: str = "mem_", workdir: Path = None,
-                 load_file: str = "hostmem_load.bin", dump_file: str = "hostmem_dump.hex"):
+                 load_file: str = "hostmem_load.bin", dump_file: str = "hostmem_dump.bin"):
         self.dut, self.prefix = dut, prefix
         self.B = width // 8
         self.size = 1 << addr_bits
@@ -70,9 +70,7 @@ class HostMemory:
         self._port("bd_lo").value = first
         self._port("bd_hi").value = last
         await self._pulse("bd_dump")
-        lines = [ln.strip() for ln in self.dump_path.read_text().splitlines()]
-        hexs = "".join(ln.split("//")[0].strip() for ln in lines if ln and not ln.startswith(("@", "//")))
-        raw = np.frombuffer(bytes.fromhex(hexs), np.uint8).reshape(-1, self.B)[:, ::-1]
+        raw = np.fromfile(self.dump_path, np.uint8).reshape(-1, self.B)      # address order (the model's doc)
         if raw.shape[0] != last - first + 1:
             raise RuntimeError(f"memory dump of words {first}..{last} gave {raw.shape[0]} words")
         return raw
@@ -176,13 +174,13 @@ class RtlBackend:
     """Registers through AXI4-Lite, host memory through the backdoor, the interrupt from ``irq``.
 
     ``prefix`` selects one NIC of a bench with several (``n2_`` for node 2 of a cluster bench: ports
-    ``n2_s_axil__*``, ``n2_irq``, ``n2_mem_*``, backdoor files ``hostmem2_load.bin``, ``hostmem2_dump.hex``)."""
+    ``n2_s_axil__*``, ``n2_irq``, ``n2_mem_*``, backdoor files ``hostmem2_load.bin``, ``hostmem2_dump.bin``)."""
 
     def __init__(self, dut, width: int, addr_bits: int = 24, prefix: str = "", files: str = "hostmem"):
         self.dut = dut
         self.width = width
         self.memory = HostMemory(dut, width, addr_bits, prefix=f"{prefix}mem_", load_file=f"{files}_load.bin",
-                                 dump_file=f"{files}_dump.hex")
+                                 dump_file=f"{files}_dump.bin")
         self.mem_size = self.memory.size
         self.irq = getattr(dut, f"{prefix}irq")
         self.axil = AxiLiteDriver(dut, f"{prefix}s_axil")

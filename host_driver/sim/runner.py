@@ -68,11 +68,12 @@ def _build(sim: str, top: str, width: int, waves: bool, gates: bool = False):
         sources = [cells, ecp5_netlist(tops.export(top, width, fmt="rtlil"), name, build_dir() / "gates")]
     else:
         sources = [*spec.sources(width), tops.export(top, width)]
-    # AINIC_SIM_CXX_OPT (e.g. -O1): the C++ optimisation of Verilator's model's per-cycle code, in place of its
-    # default -Os; its run-once code (construction, initial values: Verilator's "slow" files) is then compiled
-    # at -O0. The regression sets -O1: an 8-NIC cluster compiles in about 4 minutes on two cores and
-    # simulates 4x faster than at -O0 (14,500 against 3,500 ns/s), at -Os speed.
-    cxx_opt = os.environ.get("AINIC_SIM_CXX_OPT", "") if sim == "verilator" else ""
+    # AINIC_SIM_CXX_OPT (-O2 unless set): the C++ optimisation of Verilator's model's per-cycle code, in place
+    # of Verilator's -Os; its run-once code (construction, initial values: Verilator's "slow" files) is
+    # compiled at -O0. -O2 made make demo's 4-NIC W = 512 model about 25 % faster than -Os (side by side,
+    # docs/collective_engine.md). The regression sets -O1: an 8-NIC cluster compiles in about 4 minutes on
+    # two cores and simulates 4x faster than at -O0 (14,500 against 3,500 ns/s), at -Os speed.
+    cxx_opt = os.environ.get("AINIC_SIM_CXX_OPT", "-O2") if sim == "verilator" else ""
     if cxx_opt and not re.fullmatch(r"-O[0-3sg]", cxx_opt):
         raise ValueError(f"AINIC_SIM_CXX_OPT must be a gcc -O level such as -O0 or -Os, got {cxx_opt!r}")
     # A cluster bench's NICs as Verilator hierarchical blocks, each verilated and compiled once as a library

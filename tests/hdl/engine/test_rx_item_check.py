@@ -16,8 +16,9 @@ def test_rx_item_check_accepts_the_model_frames(rng, corrupt):
 
     from hdl.engine.rx_item_check import FIELDS, RxItemCheck
     from host_driver.models import allreduce as ar
-    from host_driver.models.protocol import Ainic, ip_int
-    from host_driver.sim.cluster import Cluster, rank_ip
+    from contract.addresses import ip_int, rank_ip
+    from host_driver.models.protocol import Ainic
+    from host_driver.sim.cluster import Cluster
 
     n, length, p, lag, rank = 3, 700, 16, 4, 1
     x = [rng.standard_normal(length).astype(np.float32) for _ in range(n)]

@@ -5,7 +5,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from contract.enums import Codec
-from host_driver.models.protocol import mac_int
+from contract.addresses import ip_int, mac_int, rank_ip, rank_mac
 from tests.hdl.engine.sequencing import sequencer_driving, start_sequence
 
 
@@ -18,8 +18,8 @@ def test_tx_headers_match_the_model_frames(rng, n, length, p, lag, codec):
 
     from hdl.engine.tx_header_gen import TxHeaderGen
     from host_driver.models import allreduce as ar
-    from host_driver.models.protocol import Ainic, ip_int
-    from host_driver.sim.cluster import Cluster, rank_ip, rank_mac
+    from host_driver.models.protocol import Ainic
+    from host_driver.sim.cluster import Cluster
 
     x = [rng.standard_normal(length).astype(np.float32) for _ in range(n)]
     frames = list(Cluster(n, codec=codec, packet=p, lag=lag).frames(x))

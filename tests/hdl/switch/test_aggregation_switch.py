@@ -6,6 +6,7 @@ import pytest
 from amaranth import Signal
 from amaranth.sim import Simulator
 
+from contract.addresses import ip_int, mac_int
 from contract.enums import AggDrop, FrameOpcode
 from hdl.switch.aggregation_switch import AggregationSwitch
 from host_driver.models import in_network as inn
@@ -19,11 +20,11 @@ PORTS = 3
 
 
 def configure(ctx, dut, sw):
-    ctx.set(dut.cfg_mac, proto.mac_int(sw.mac))
-    ctx.set(dut.cfg_ip, proto.ip_int(sw.ip))
+    ctx.set(dut.cfg_mac, mac_int(sw.mac))
+    ctx.set(dut.cfg_ip, ip_int(sw.ip))
     for p in range(PORTS):
-        ctx.set(dut.cfg_port_mac[p], proto.mac_int(sw.port_macs[p]))
-        ctx.set(dut.cfg_port_ip[p], proto.ip_int(sw.port_ips[p]))
+        ctx.set(dut.cfg_port_mac[p], mac_int(sw.port_macs[p]))
+        ctx.set(dut.cfg_port_ip[p], ip_int(sw.port_ips[p]))
     for i, j in enumerate(sw.jobs):
         ctx.set(dut.cfg_jobs[i].as_value(), entry(j))
 

@@ -7,7 +7,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from hdl.switch.eth_switch import EthernetSwitch
-from host_driver.models.protocol import mac_int
+from contract.addresses import mac_int
 from tests.hdl.streams import W, collect, collect_marked, drive, drive_marked, mac, random_frame
 
 

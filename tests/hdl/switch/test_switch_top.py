@@ -5,6 +5,7 @@ counter registers read the model's counters."""
 import numpy as np
 from amaranth.sim import Simulator
 
+from contract.addresses import ip_int, mac_int
 from contract.enums import AggDrop, DropReason
 from contract.regmap import VERSION_VALUE
 from contract.switch_regmap import (
@@ -30,12 +31,12 @@ JOB_LIST = [inn.Job(7, (0, 2, 1), 2, slot_base=0, packet=32),
 def config_writes(sw, top, jobs):
     """[(register, index, value)]: everything the switch needs, from the model's configuration."""
     m = top.regmap
-    out = [("SWITCH_MAC_LO", 0, proto.mac_int(sw.mac) & 0xFFFFFFFF), ("SWITCH_MAC_HI", 0, proto.mac_int(sw.mac) >> 32),
-           ("SWITCH_IP", 0, proto.ip_int(sw.ip))]
+    out = [("SWITCH_MAC_LO", 0, mac_int(sw.mac) & 0xFFFFFFFF), ("SWITCH_MAC_HI", 0, mac_int(sw.mac) >> 32),
+           ("SWITCH_IP", 0, ip_int(sw.ip))]
     for p in range(PORTS):
-        mac = proto.mac_int(sw.port_macs[p])
+        mac = mac_int(sw.port_macs[p])
         out += [("PORT_MAC_LO", p, mac & 0xFFFFFFFF), ("PORT_MAC_HI", p, mac >> 32),
-                ("PORT_IP", p, proto.ip_int(sw.port_ips[p]))]
+                ("PORT_IP", p, ip_int(sw.port_ips[p]))]
     for k, j in enumerate(jobs):
         lo, hi = job_ports_values(j.ports)
         out += [("JOB_ID", k, j.job), ("JOB_SLOT_BASE", k, j.slot_base), ("JOB_PORTS_LO", k, lo),
