@@ -162,13 +162,26 @@ def run(points, fn, journal: Journal, *, key, group=None, scheduler: str = None,
                         submit(q)
                 left = total - len(done) - len(failed)
                 per_point = (time.time() - t0) / max(new, 1)        # wall seconds a point, all workers
-                say(f"sweep: {len(done)}/{total} done, {len(futures)} queued or running, {len(failed)} failed, "
-                    f"~{_duration(per_point * left)} left | {describe(p)}: {line}")
+                running = _running(c, futures)
+                say(f"sweep: {len(done)}/{total} done, {running} running, {left - running} queued, "
+                    f"{len(failed)} failed, ~{_duration(per_point * left)} left | {describe(p)}: {line}")
     finally:
         _close(c)
     lost = [key(p) for p in todo if key(p) not in done and key(p) not in failed]
     assert not lost, f"sweep engine: {len(lost)} points neither done nor failed"
     return {"results": done, "failed": failed}
+
+
+def _running(c, futures) -> int:
+    """How many of ``futures`` the workers are running now: of the points the scheduler has given a worker,
+    at most one a thread (Dask may hand a worker more than it has threads; the rest wait there, queued).
+    0 if the scheduler does not answer (the next wait says why)."""
+    keys = {f.key for f in futures}
+    try:
+        threads = {a: w.get("nthreads", 1) for a, w in c.scheduler_info().get("workers", {}).items()}
+        return sum(min(sum(1 for k in held if k in keys), threads.get(a, 1)) for a, held in c.processing().items())
+    except Exception:          # noqa: BLE001 -- a scheduler going away
+        return 0
 
 
 def _close(c) -> None:

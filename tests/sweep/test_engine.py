@@ -4,6 +4,7 @@ interrupted and resumed without running a finished point again."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -158,6 +159,26 @@ def test_points_without_a_build_group_all_run_at_once(tmp_path):
     out = engine.run(points, point.run, engine.Journal(tmp_path / "j.jsonl", tag="t"), key=grid.key, workers=2,
                      say=lambda line: None)
     assert out["failed"] == {} and sorted(out["results"]) == sorted(grid.key(p) for p in points)
+
+
+PROGRESS = re.compile(r"sweep: (\d+)/(\d+) done, (\d+) running, (\d+) queued, (\d+) failed, ~")
+
+
+@pytest.mark.heavy(15)
+def test_progress_counts_points_running_and_queued(tmp_path):
+    """Each progress line's counts add up to the sweep, and "running" is what the workers run: never more
+    than one point a worker thread (two one-thread workers, six points of about 1.5 s: Dask hands a worker
+    a second point while it runs the first)."""
+    points = model_points([2, 3, 4], 1 << 20)
+    lines = []
+    engine.run(points, point.run, engine.Journal(tmp_path / "j.jsonl", tag="t"), key=grid.key, workers=2,
+               say=lines.append)
+    counts = [tuple(map(int, PROGRESS.match(line).groups())) for line in lines]
+    assert [c[0] for c in counts] == list(range(1, len(points) + 1))
+    for done, total, running, queued, failed in counts:
+        assert total == len(points) and done + running + queued + failed == total and failed == 0
+        assert 0 <= running <= 2, lines
+    assert max(c[2] for c in counts) >= 1 and counts[-1][2:4] == (0, 0)
 
 
 def test_a_scheduler_without_workers_stops_the_sweep(tmp_path, processes, monkeypatch):
