@@ -152,3 +152,29 @@ def test_a_tree_of_switches_is_bit_exact(tmp_path):
     if "verilator" not in selected_sims():
         pytest.skip("AINIC_SIM excludes verilator")
     run_jobs("verilator", "tree_cluster_n4_l2", [dict(j) for j in TREE], tmp_path)
+
+
+# A switch faster than its links (ClusterBench's switch_speedup: the switch at 2W = 128 behind width converters,
+# hdl/stream/width_converter.py): the same sums, bit-exact, under the same faults
+SPEEDUP = [job("x2_none", 4, 1201, window=4),
+           job("x2_bfp8_faults", 4, 2001, "bfp8", window=8, faults=FAULTS, seed=10),
+           job("x2_int32_faults", 3, 700, dtype="int32", window=2, faults=FAULTS, seed=11)]
+
+
+@pytest.mark.heavy(240)
+def test_a_switch_faster_than_its_links_is_bit_exact(tmp_path):
+    if "verilator" not in selected_sims():
+        pytest.skip("AINIC_SIM excludes verilator")
+    run_jobs("verilator", "switch_cluster_n4_x2", [dict(j) for j in SPEEDUP], tmp_path)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(switch_speedup=2), "switch_speedup is 1, or 2 for one aggregation switch"),
+    (dict(aggregation=True, leaves=2, switch_speedup=2), "switch_speedup is 1, or 2 for one aggregation switch"),
+    (dict(aggregation=True, switch_speedup=3), "switch_speedup is 1, or 2"),
+    (dict(width=1024, aggregation=True, switch_speedup=2), "the switch's width must be one of"),
+])
+def test_the_bench_refuses_a_speedup_it_cannot_build(kwargs, message):
+    from hdl.sim.cluster_bench import ClusterBench
+    with pytest.raises(ValueError, match=message):
+        ClusterBench(4, **{"width": 512, **kwargs})

@@ -65,8 +65,10 @@ def module_name(top: str, width: int) -> str:
     return f"ainic_{top}_w{width}"
 
 
-def _cluster(nodes: int, width: int, aggregation: bool = False, nic: str = "nic", leaves: int = 0) -> ClusterBench:
-    return ClusterBench(nodes, width, nic_module=module_name(nic, width), aggregation=aggregation, leaves=leaves)
+def _cluster(nodes: int, width: int, aggregation: bool = False, nic: str = "nic", leaves: int = 0,
+             switch_speedup: int = 1) -> ClusterBench:
+    return ClusterBench(nodes, width, nic_module=module_name(nic, width), aggregation=aggregation, leaves=leaves,
+                        switch_speedup=switch_speedup)
 
 
 def _cluster_sources(width: int, nic: str = "nic") -> tuple:
@@ -91,6 +93,10 @@ SIM_TOPS = {
     # the same with the aggregation switch at the centre and fault injection on every link
     **{f"switch_cluster_n{n}": Top(partial(_cluster, n, aggregation=True), _cluster_sources,
                                    lambda width: (module_name("nic", width),), module=ClusterBench.__module__)
+       for n in range(2, MAX_CLUSTER_NODES + 1)},
+    # the same with the switch built at twice the NICs' width behind width converters (a switch's speedup)
+    **{f"switch_cluster_n{n}_x2": Top(partial(_cluster, n, aggregation=True, switch_speedup=2), _cluster_sources,
+                                      lambda width: (module_name("nic", width),), module=ClusterBench.__module__)
        for n in range(2, MAX_CLUSTER_NODES + 1)},
     # the same as a two-level tree: the NICs on leaf switches, the leaves on a spine (docs/in_network.md)
     **{f"tree_cluster_n{n}_l{k}": Top(partial(_cluster, n, aggregation=True, leaves=k), _cluster_sources,

@@ -16,6 +16,7 @@ from hdl.sim.fault_injector import FaultInjector
 from hdl.sim.link_model import LinkModel
 from hdl.stream.axis import check_width
 from hdl.stream.register_slice import AxiSlice, registered_reset
+from hdl.stream.width_converter import StreamDownsizer, StreamUpsizer
 from hdl.switch.aggregation_switch import AggregationSwitch, stats_layout
 from hdl.switch.eth_switch import EthernetSwitch
 from hdl.switch.job_table import POOL_BITS, JobEntry
@@ -61,10 +62,15 @@ class ClusterBench(wiring.Component):
     ``t<k>_down_seed``, counters ``t<k>_up_faults`` / ``t<k>_down_faults``). The ``sw_*`` ports are the
     spine's; leaf k has ``leaf<k>_mac`` / ``_ip`` / ``_jobs`` / ``_clear*`` and ``leaf<k>_stats``. Its
     trunk port's address is the spine's, the spine's port k's is leaf k's.
+
+    With ``switch_speedup`` = 2 (aggregation, one switch), the switch is built at 2W behind width converters
+    (:mod:`hdl.stream.width_converter`: each uplink's beats paired into the switch's, each of its output
+    beats halved onto the downlink): it processes a frame in half the cycles its links take to carry it,
+    as a switch chip's core runs faster than its ports (docs/in_network.md).
     """
 
     def __init__(self, nodes: int, width: int = 512, nic_module: str = "ainic_nic_w512", addr_bits: int = 24,
-                 link_depth: int = 1024, aggregation: bool = False, leaves: int = 0):
+                 link_depth: int = 1024, aggregation: bool = False, leaves: int = 0, switch_speedup: int = 1):
         self.nic_module = nic_module
         if not 2 <= nodes <= MAX_CLUSTER_NODES:
             self._MustUse__silence = True
@@ -83,6 +89,12 @@ class ClusterBench(wiring.Component):
             self._MustUse__silence = True
             raise
         self.leaves = leaves
+        if switch_speedup not in (1, 2) or (switch_speedup == 2 and (not aggregation or leaves)):
+            self._MustUse__silence = True
+            raise ValueError(f"switch_speedup is 1, or 2 for one aggregation switch, got {switch_speedup!r}")
+        self.switch_speedup = switch_speedup
+        if switch_speedup > 1:
+            check_width(width * switch_speedup, self, "the switch's width")
         members = {"link_latency": In(16), "link_rate": In(16), "sw_unknown": Out(32), "capture": In(1), "stage_trace": In(1),
                    "fault_drop": In(16), "fault_dup": In(16), "fault_corrupt": In(16)}
         if aggregation:
@@ -130,7 +142,8 @@ class ClusterBench(wiring.Component):
             m.d.sync += reg.eq(value)
             return reg
         def aggregation_switch(name, ports, prefix, stats):
-            m.submodules[name] = agg = AggregationSwitch(ports, W, pool_slots=SWITCH_POOL, max_jobs=SWITCH_JOBS,
+            m.submodules[name] = agg = AggregationSwitch(ports, W * self.switch_speedup, pool_slots=SWITCH_POOL,
+                                                         max_jobs=SWITCH_JOBS,
                                                          max_packet=SWITCH_MAX_PACKET)
             cfg = {f: registered(getattr(self, f"{prefix}_{f}")) for f in ("mac", "ip", "jobs", "clear",
                                                                            "clear_base", "clear_count")}
@@ -210,12 +223,18 @@ class ClusterBench(wiring.Component):
                              counters[2].eq(inj.stat_corrupted)]
                 injectors.append(inj)
             at, port = attach[i]
-            o = getattr(at, f"m_axis_{port}")
+            o, sw_in = getattr(at, f"m_axis_{port}"), getattr(at, f"s_axis_{port}")
+            if self.switch_speedup > 1:         # the switch's port at 2W: W-bit beats paired in, halved out
+                m.submodules[f"up_wide{i}"] = wide = StreamUpsizer(W, user_width=1)
+                m.submodules[f"down_narrow{i}"] = narrow = StreamDownsizer(W, user_width=1)
+                wiring.connect(m, wide.m_axis, sw_in)
+                wiring.connect(m, o, narrow.s_axis)
+                o, sw_in = narrow.m_axis, wide.s_axis
             m.d.comb += [down.s_axis.tdata.eq(o.tdata), down.s_axis.tkeep.eq(o.tkeep),
                          down.s_axis.tlast.eq(o.tlast), down.s_axis.tvalid.eq(o.tvalid),
                          down.s_axis.tuser.eq(o.tuser),
                          o.tready.eq(down.s_axis.tready)]
-            wiring.connect(m, injectors[0].m_axis, getattr(at, f"s_axis_{port}"))
+            wiring.connect(m, injectors[0].m_axis, sw_in)
             if self.aggregation:
                 m.d.comb += [at.cfg_port_mac[port].eq(mac),
                              at.cfg_port_ip[port].eq(registered(getattr(self, f"n{i}_ip")))]

@@ -62,6 +62,9 @@ def add_parser(sub, formatter) -> None:
                    help="switch: slots per job, a power of two (default: the round trip over a packet's time, with half as "
                         f"much again: at least {DEFAULT_WINDOW})")
     d.add_argument("--jobs", type=int, default=1, help="switch: jobs at once, the nodes split between them")
+    d.add_argument("--switch-speedup", type=int, default=1, choices=(1, 2), metavar="{1,2}",
+                   help="switch, RTL: 2 builds the aggregation switch at twice the NICs' width behind width "
+                        "converters, faster than its links as a switch chip's core is (docs/in_network.md)")
     d.add_argument("--retransmit-timeout", type=int, default=None, metavar="CYCLES",
                    help="cycles a sender waits for an ack (ring) or a result (switch) before it resends (doubling "
                         f"per resend; default: {RETRANSMIT_TIMEOUT}, over a tree of switches "
@@ -107,6 +110,9 @@ def _refuse_what_does_not_apply(args) -> None:
     ring = args.algorithm == "ring"
     if ring and args.window is not None:
         raise UsageError("--window is the switch's slots per job: it needs --algorithm switch")
+    if args.switch_speedup != 1 and (ring or args.sim == "model"):
+        raise UsageError("--switch-speedup builds the RTL's switch wider: it needs --algorithm switch and --sim "
+                         "verilator or icarus")
     if not ring and args.lag is not None:
         raise UsageError("--lag is the ring's work order: in-network aggregation has none")
     faults = args.drop or args.dup or args.corrupt or args.dead_rank is not None
@@ -139,7 +145,8 @@ def run(args) -> int:
                           retransmit_timeout=args.retransmit_timeout, deadline=args.deadline, fabric=args.fabric,
                           faults={"drop": args.drop, "dup": args.dup, "corrupt": args.corrupt,
                                   "seed": 1 if args.fault_seed is None else args.fault_seed},
-                          dead_rank=args.dead_rank, stage_trace=args.stage_trace, leaves=args.leaves)
+                          dead_rank=args.dead_rank, stage_trace=args.stage_trace, leaves=args.leaves,
+                          switch_speedup=args.switch_speedup)
     except (ValueError, TypeError) as exc:
         raise UsageError(str(exc)) from None
     try:
@@ -252,6 +259,8 @@ def _report(args, cluster, x, results, stats):
             ("switch: rounds / resent results", ", ".join(f"job {j}: {c['completed']} / {c['unicast']}"
                                                         for j, c in enumerate(sc["jobs"]))),
             ("switch: drops", ", ".join(f"{k} {v}" for k, v in drops.items()) or "none"),
+            ("switch: window, width", f"{cluster.window} slots a job, {args.width * cluster.switch_speedup} bits"
+                                      + (" (twice its links')" if cluster.switch_speedup > 1 else "")),
         ] + [(f"leaf {k}: rounds / partials up / results down / resent",
               f"{c['jobs'][0]['completed']} / {c['jobs'][0]['up']} / {c['jobs'][0]['down']} / {c['jobs'][0]['unicast']}")
              for k, c in enumerate(sc.get("leaves", []))]

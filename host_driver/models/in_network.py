@@ -116,15 +116,17 @@ TREE_RETRANSMIT_TIMEOUT = 2 * RETRANSMIT_TIMEOUT
 
 
 def chosen_window(width: int, codec: str, packet: int, link_bytes_per_cycle: float, latency: int,
-                  jobs: int = 1, pool: int = None, timeout: int = RETRANSMIT_TIMEOUT, leaves: int = None) -> int:
+                  jobs: int = 1, pool: int = None, timeout: int = RETRANSMIT_TIMEOUT, leaves: int = None,
+                  speedup: int = 1) -> int:
     """The window (slots per job) a cluster gives a switch job when none is asked for: the round trip
     (``2 * latency + ROUND_TRIP_EXTRA``) over the time a packet takes to leave (its frame on the link, or the
     NIC's datapath at W/32 elements a cycle, whichever is longer), :data:`WINDOW_ROUND_TRIPS` times over
     (packets go in order, so a slot held by a loss holds up every worker once the window has gone round: a
     loss is asked for and answered in about two more round trips), as a power of two; at least
     :data:`DEFAULT_WINDOW`, at most ``pool // jobs`` (the switch's slot pool shared by the jobs) and
-    ``MAX_NIC_WINDOW``, and halved while its packets take the retransmission ``timeout`` or more to leave
-    the NIC. A tree (``leaves``): the round trip crosses a trunk each way and a second switch, and a leaf's
+    ``MAX_NIC_WINDOW``, and halved while its packets take the retransmission ``timeout`` or more to pass
+    the switch (the NIC's time a packet over the switch's ``speedup``: a switch built wider than its links
+    answers in less). A tree (``leaves``): the round trip crosses a trunk each way and a second switch, and a leaf's
     result bus takes a packet's time twice (its partial up, the spine's result down: "Two levels").
     docs/in_network.md, "Sizing the window"."""
     levels = 2 if leaves else 1
@@ -135,9 +137,10 @@ def chosen_window(width: int, codec: str, packet: int, link_bytes_per_cycle: flo
     limit = min(MAX_NIC_WINDOW, (pool or MAX_WINDOW) // jobs)
     window = min(window, 1 << (limit.bit_length() - 1))
     # a worker ahead of a late one waits for it with its whole window at the switch: a window that takes the
-    # timer to send times out and resends in a storm (W = 512, bfp8, N = 8, 0.1 % loss, 128 slots of 16
-    # cycles, the timer's 2,048: 45,000 resends for 142 frames lost; 64 slots: 81; docs/in_network.md)
-    while window > DEFAULT_WINDOW and window * per_packet >= timeout:
+    # timer to pass the switch times out and resends in a storm (W = 512, bfp8, N = 8, 0.1 % loss, 128 slots
+    # of 16 cycles, the timer's 2,048: 45,000 resends for 142 frames lost; 64 slots: 81; the switch at twice
+    # the width, 128 slots: 61 resends for 61 frames lost; docs/in_network.md)
+    while window > DEFAULT_WINDOW and window * per_packet / speedup >= timeout:
         window //= 2
     return window
 

@@ -41,7 +41,7 @@ from contract.in_network import (
     threshold,
     tree_groups,
 )
-from contract.limits import MAX_CLUSTER_NODES
+from contract.limits import MAX_CLUSTER_NODES, NIC_WIDTHS
 from contract.link import Stall, ack_fields
 from contract.protocol import FRAME_HEADER_BYTES, WIRE_OVERHEAD_BYTES
 from host_driver.models import allreduce as ar
@@ -207,7 +207,7 @@ class Cluster:
                  workdir=None, bench_nodes: int = None, capture: bool = False, algorithm: str = "ring",
                  faults=None, window: int = None, jobs: int = 1,
                  retransmit_timeout: int = None, deadline: int = DEADLINE, fabric: str = None,
-                 dead_rank: int = None, stage_trace: bool = False, leaves: int = None):
+                 dead_rank: int = None, stage_trace: bool = False, leaves: int = None, switch_speedup: int = 1):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         # what any NIC could run (the one check ainic demo and ainic model share), then what the bench holds
@@ -233,6 +233,14 @@ class Cluster:
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be a positive int (cycles), got {v!r}")
         self.dead_rank = dead_rank
+        if switch_speedup != 1:     # the RTL bench's switch at 2W behind width converters (hdl/sim/cluster_bench.py)
+            if switch_speedup != 2 or algorithm != "switch" or backend == "model" or leaves is not None:
+                raise ValueError(f"switch_speedup is 1, or 2 for the switch algorithm on one RTL switch, got "
+                                 f"{switch_speedup!r}")
+            if 2 * width not in NIC_WIDTHS:
+                raise ValueError(f"switch_speedup 2 builds the switch at 2 x {width} bits, wider than any supported "
+                                 f"width {tuple(sorted(NIC_WIDTHS))}")
+        self.switch_speedup = switch_speedup
         if algorithm == "switch":
             if backend != "model" and packet > SWITCH_MAX_PACKET:
                 raise ValueError(f"the RTL cluster's aggregation switch takes packets of at most "
@@ -242,7 +250,7 @@ class Cluster:
             if window is None:          # the bandwidth-delay product with room (docs/in_network.md, "Sizing")
                 window = inn.chosen_window(width, codec, packet, bytes_per_cycle(link_gbps, clock_mhz),
                                            link_latency, jobs, None if backend == "model" else SWITCH_POOL,
-                                           retransmit_timeout, leaves)
+                                           retransmit_timeout, leaves, switch_speedup)
             if backend != "model" and window > MAX_NIC_WINDOW:
                 raise ValueError(f"a NIC keeps at most {MAX_NIC_WINDOW} slots in flight, got window {window}")
             if not is_power_of_two(window) or window > MAX_WINDOW:
@@ -316,7 +324,8 @@ class Cluster:
         switch (which also forwards the ring's frames by MAC)."""
         if self.leaves:
             return f"tree_cluster_n{self.nodes}_l{self.leaves}"
-        return f"{'switch_' if self.fabric == 'switch' else ''}cluster_n{self.bench_nodes}"
+        return (f"{'switch_' if self.fabric == 'switch' else ''}cluster_n{self.bench_nodes}"
+                + (f"_x{self.switch_speedup}" if self.switch_speedup > 1 else ""))
 
     def job_ranks(self) -> list:
         """The ranks of each job: ``jobs`` contiguous groups, as even as they go (one group for a ring)."""

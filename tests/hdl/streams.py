@@ -8,10 +8,11 @@ W = 64
 B = W // 8
 
 
-def beats(frame: bytes):
-    for k in range(0, len(frame), B):
-        chunk = frame[k:k + B]
-        yield int.from_bytes(chunk.ljust(B, b"\0"), "little"), (1 << len(chunk)) - 1, k + B >= len(frame)
+def beats(frame: bytes, nbytes: int = B):
+    """The beats of ``frame`` on a bus of ``nbytes``: (data, keep, last), byte 0 in the low bits."""
+    for k in range(0, len(frame), nbytes):
+        chunk = frame[k:k + nbytes]
+        yield int.from_bytes(chunk.ljust(nbytes, b"\0"), "little"), (1 << len(chunk)) - 1, k + nbytes >= len(frame)
 
 
 def mac(i):
@@ -79,31 +80,39 @@ def run_testbench(dut, bench):
     sim.run()
 
 
-async def drive_marked(ctx, port, frames, marked=(), rng=None, idle=0.0):
-    """Frames onto ``port`` (with ``tuser``): frame k carries a MAC error on its last beat if k is in ``marked``."""
+async def drive_marked(ctx, port, frames, marked=(), rng=None, idle=0.0, mark_any_beat=False):
+    """Frames onto ``port`` (with ``tuser``; beats as wide as the port): frame k carries a MAC error on its
+    last beat if k is in ``marked`` (with ``mark_any_beat``, on a beat ``rng`` picks)."""
+    nbytes = len(port.tkeep)
     for k, f in enumerate(frames):
-        for data, keep, last in beats(f):
+        frame_beats = list(beats(f, nbytes))
+        mark = int(rng.integers(0, len(frame_beats))) if mark_any_beat else len(frame_beats) - 1
+        for i, (data, keep, last) in enumerate(frame_beats):
             while rng is not None and idle and rng.random() < idle:
                 ctx.set(port.tvalid, 0)
                 await ctx.tick()
             ctx.set(port.tdata, data)
             ctx.set(port.tkeep, keep)
             ctx.set(port.tlast, last)
-            ctx.set(port.tuser, int(last and k in marked))
+            ctx.set(port.tuser, int(i == mark and k in marked))
             ctx.set(port.tvalid, 1)
             await ctx.tick().until(port.tready)
     ctx.set(port.tvalid, 0)
 
 
-async def collect_marked(ctx, port, out, rng=None, backpressure=0.0):
-    """Frames from ``port`` (with ``tuser``) into ``out`` as (bytes, MAC error on any beat)."""
+async def collect_marked(ctx, port, out, rng=None, backpressure=0.0, beats_log=None):
+    """Frames from ``port`` (with ``tuser``; beats as wide as the port) into ``out`` as (bytes, MAC error on
+    any beat); each beat's (keep, last) into ``beats_log`` if given."""
+    nbytes = len(port.tkeep)
     buf, err = b"", 0
     while True:
         ctx.set(port.tready, int(rng is None or rng.random() >= backpressure))
         _, _, valid, ready, data, keep, last, user = await ctx.tick().sample(
             port.tvalid, port.tready, port.tdata, port.tkeep, port.tlast, port.tuser)
         if valid and ready:
-            buf += int(data).to_bytes(B, "little")[:bin(keep).count("1")]
+            if beats_log is not None:
+                beats_log.append((keep, last))
+            buf += int(data).to_bytes(nbytes, "little")[:bin(keep).count("1")]
             err |= user
             if last:
                 out.append((buf, bool(err)))
@@ -114,14 +123,20 @@ def pass_frames(dut, frames, idle=0.0, backpressure=0.0, cycles=4000, s="s_axis"
     """Frames through a stream block (``dut.<s>`` → ``dut.<m>``) with random idle cycles at its input and
     random backpressure at its output; returns the frames that came out within ``cycles``."""
     got = []
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
 
     async def feed(ctx):
         await drive(ctx, getattr(dut, s), frames, np.random.default_rng(1), idle)
 
     async def sink(ctx):
         await collect(ctx, getattr(dut, m), got, np.random.default_rng(2), backpressure)
+    run_stream(dut, feed, sink, cycles)
+    return got
+
+
+def run_stream(dut, feed, sink, cycles):
+    """Simulate ``dut`` for ``cycles`` with the testbench ``feed(ctx)`` and the process ``sink(ctx)``."""
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
 
     async def wait(ctx):
         await ctx.tick().repeat(cycles)
@@ -129,4 +144,3 @@ def pass_frames(dut, frames, idle=0.0, backpressure=0.0, cycles=4000, s="s_axis"
     sim.add_process(sink)
     sim.add_testbench(wait)
     sim.run()
-    return got

@@ -374,6 +374,9 @@ def test_the_chosen_window_covers_the_round_trip():
     assert inn.chosen_window(1024, "bfp8", 256, 40.0, 125, pool=128) == 128
     assert inn.chosen_window(512, "bfp8", 256, 40.0, 125, pool=128) == 64      # 128 x 16 cycles: the timer
     assert inn.chosen_window(512, "bfp8", 256, 40.0, 125, pool=128, timeout=4096) == 128
+    # a switch at twice the NICs' width passes the window in half the time: no storm to fear at 128
+    assert inn.chosen_window(512, "bfp8", 256, 40.0, 125, pool=128, speedup=2) == 128
+    assert inn.chosen_window(512, "none", 256, 40.0, 125, pool=128, speedup=2) == 64      # the round trip
     assert inn.chosen_window(1024, "bfp8", 256, 40.0, 125, jobs=2, pool=128) == 64
     assert inn.chosen_window(64, "bfp8", 256, 40.0, 125) == 32             # W = 64: the datapath binds
     for w, c in [(1024, "none"), (512, "none"), (512, "fp16")]:
