@@ -103,7 +103,8 @@ def switch_bench(results, args):
     NIC's datapath bound; the ring all-reduce with the same codec on the same fabric (the NICs' ring frames
     forwarded by MAC through the same switch: one build, the same links), and the speedup; at the smallest
     N, efficiency at 0.01 %, 0.1 % and 1 % loss on every link (frames dropped on the way up and on the way
-    down). Every result checked bit for bit against the golden model. Writes results/switch_loss.png."""
+    down), with the switch at the NICs' width and at twice it (``switch_speedup`` 2: keys ``..._x2``). Every
+    result checked bit for bit against the golden model. Writes results/switch_loss.png."""
     from hdl.flow.deps import timing_digest
     from host_driver.sweep import engine
     res = results.setdefault("switch_allreduce", {}).setdefault("verilator", {})
@@ -114,23 +115,28 @@ def switch_bench(results, args):
     if not args.no_loss_sweep:          # loss curves: N = 4 and 8, uncompressed and bfp8, at the first width
         cases += [(n, c, p, args.width) for n in nodes for c in ("none", "bfp8") if c in codecs
                   for p in (1e-4, 1e-3, 1e-2)]
+        if args.width != WIDE_WIDTH:    # and the switch twice as wide as its links (loss-free first: the base)
+            cases += [(n, c, p, args.width, 2) for n in nodes for c in ("none", "bfp8") if c in codecs
+                      for p in (0.0, 1e-4, 1e-3, 1e-2)]
     if args.width != WIDE_WIDTH and not args.no_wide:       # then the wide NIC (the largest builds)
         cases += [(n, c, 0.0, WIDE_WIDTH) for n in nodes for c in codecs]
     # on the sweep engine (host_driver/sweep/engine.py): a case a worker, each bench built by its first case;
     # each case journaled as it completes (run again on the same RTL, only the missing cases run)
-    points = [{"nodes": n, "codec": c, "loss": p, "width": w, "elements": L, "clock_mhz": args.clock_mhz}
-              for n, c, p, w in cases]
+    # (a point names its speedup only when it has one: the journal's keys of the others stay as they were)
+    points = [{"nodes": n, "codec": c, "loss": p, "width": w, "elements": L, "clock_mhz": args.clock_mhz,
+               **({"speedup": s[0]} if s else {})} for n, c, p, w, *s in cases]
     key = engine.canonical
     out = engine.run(points, switch_case, engine.Journal(build_dir() / "bench_switch_cases.jsonl", timing_digest()),
-                     key=key, group=lambda p: (p["nodes"], p["width"]), scheduler=args.scheduler,
-                     workers=args.sim_workers,
-                     describe=lambda p: f"N={p['nodes']} {p['codec']} W={p['width']} loss={p['loss']:g}",
+                     key=key, group=lambda p: (p["nodes"], p["width"], p.get("speedup", 1)),
+                     scheduler=args.scheduler, workers=args.sim_workers,
+                     describe=lambda p: (f"N={p['nodes']} {p['codec']} W={p['width']} loss={p['loss']:g}"
+                                         + (f" switch x{p['speedup']}" if "speedup" in p else "")),
                      say=lambda line: print("bench: switch: " + line, flush=True))
     if out["failed"]:
         raise RuntimeError(f"switch bench: cases failed: {out['failed']}")
     for p in points:                    # loss-free cases first in ``cases``: each loss case finds its base
         entry = dict(out["results"][key(p)])
-        k = f"n{p['nodes']}_{p['codec']}_L{L}_w{p['width']}"
+        k = f"n{p['nodes']}_{p['codec']}_L{L}_w{p['width']}" + (f"_x{p['speedup']}" if "speedup" in p else "")
         if p["loss"]:
             base = res.get(k, {}).get("efficiency")
             entry["relative_to_lossless"] = round(entry["efficiency"] / base, 4) if base else None
@@ -141,16 +147,17 @@ def switch_bench(results, args):
 
 def switch_case(p: dict) -> dict:
     """One case of :func:`switch_bench` (N, codec, loss, width, L, clock): the switch all-reduce's figures and,
-    loss-free, the ring's on the same fabric and the speedup."""
+    loss-free at the switch's own width, the ring's on the same fabric and the speedup."""
     import numpy as np
 
     from host_driver.models import in_network as inn
     from host_driver.sim.cluster import MODEL_OPS, Cluster
     n, codec, loss, width, L = p["nodes"], p["codec"], p["loss"], p["width"], p["elements"]
+    switch_speedup = p.get("speedup", 1)
     rng = np.random.default_rng(n)
     x = [rng.standard_normal(L).astype(np.float32) for _ in range(n)]
     ring = None
-    if not loss:
+    if not loss and switch_speedup == 1:
         print(f"bench: ring allreduce through the switch, verilator N={n} {codec} L={L:,} W={width} ...",
               flush=True)
         ring_cluster = Cluster(n, "verilator", width, codec, fabric="switch", clock_mhz=p["clock_mhz"])
@@ -161,7 +168,7 @@ def switch_case(p: dict) -> dict:
                 "sim_seconds": round(st.sim_seconds, 1)}
     print(f"bench: switch allreduce verilator N={n} {codec} L={L:,} W={width} loss={loss:g} ...", flush=True)
     cluster = Cluster(n, "verilator", width, codec, algorithm="switch", faults={"drop": loss, "seed": 1},
-                      clock_mhz=p["clock_mhz"], stage_trace=True)
+                      clock_mhz=p["clock_mhz"], stage_trace=True, switch_speedup=switch_speedup)
     got, st = cluster.allreduce(x)
     trace = st.stage_trace[0]        # rank 0: each stage of its switch client busy (docs/in_network.md)
     entry = {
@@ -175,7 +182,8 @@ def switch_case(p: dict) -> dict:
         "ring_bound_ratio": round(2 * (n - 1) / n, 3),
         "rank0_busy": {k: round(v["cycles"]["busy"] / trace["cycles"], 3) for k, v in trace["stages"].items()},
         "sim_seconds": round(st.sim_seconds, 1), "sim_cycles_per_second": round(st.cycles / st.sim_seconds),
-        "link_gbps": st.link_gbps, "packet": cluster.packet, "window": cluster.window, **at_clock(st)}
+        "link_gbps": st.link_gbps, "packet": cluster.packet, "window": cluster.window,
+        "switch_speedup": switch_speedup, **at_clock(st)}
     if ring:
         entry.update(ring_same_fabric=ring, speedup_over_ring=round(ring["cycles"] / st.cycles, 3))
     return entry
@@ -410,7 +418,8 @@ def switch_cells(width: int, ports: int = 8) -> dict:
 
 def plot_loss(results, args, n):
     """results/switch_loss.png: under loss on every link, each run's efficiency as a share of its loss-free
-    efficiency: the switch at N = 4 and 8, uncompressed and bfp8, and the ring at N = ``n``."""
+    efficiency: the switch at N = 4 and 8, uncompressed and bfp8 (as wide as its links, and twice: dotted),
+    and the ring at N = ``n``."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -424,12 +433,13 @@ def plot_loss(results, args, n):
     fig, ax = plt.subplots(figsize=(6.5, 4))
     drawn = False
     for nodes in (4, 8):
-        for codec, style in (("none", "o-"), ("bfp8", "^-")):
-            pts = curve(sw, f"n{nodes}_{codec}_L{args.elements}_w{args.width}")
-            if pts:
-                drawn = True
-                ax.semilogx([max(p, 1e-5) for p, _ in pts], [e for _, e in pts], style,
-                            label=f"switch, N = {nodes}, {codec}")
+        for codec, style in (("none", "o"), ("bfp8", "^")):
+            for suffix, line, what in (("", "-", ""), ("_x2", ":", ", switch 2x wide")):
+                pts = curve(sw, f"n{nodes}_{codec}_L{args.elements}_w{args.width}{suffix}")
+                if pts:
+                    drawn = True
+                    ax.semilogx([max(p, 1e-5) for p, _ in pts], [e for _, e in pts], style + line,
+                                label=f"switch, N = {nodes}, {codec}{what}")
     pts = curve(ring, f"n{n}_none_L{args.elements}_w{args.width}")
     if pts:
         drawn = True

@@ -318,16 +318,18 @@ def switch_measured() -> str:
     rows = []
     for n in (4, 8):
         for codec in ("none", "bfp8"):
-            got = {p: sw.get(f"n{n}_{codec}_L1048576_w512_loss{p:g}") for p in losses}
-            if any(got.values()):
-                rows.append(f"| {n} | {codec} | " + " | ".join(
-                    "—" if r is None else f"{r['relative_to_lossless']:.3f} ({r['retransmissions']:,} resent)"
-                    for r in got.values()) + " |")
+            for suffix, switch in (("", "as its links"), ("_x2", "twice as wide")):
+                got = {p: sw.get(f"n{n}_{codec}_L1048576_w512{suffix}_loss{p:g}") for p in losses}
+                if any(got.values()):
+                    rows.append(f"| {n} | {codec} | {switch} | " + " | ".join(
+                        "—" if r is None else f"{r['relative_to_lossless']:.3f} ({r['retransmissions']:,} resent)"
+                        for r in got.values()) + " |")
     if rows:
         out += ["", "Under loss on every link, both ways (W = 512, the links' seeded drop), efficiency as a share of the "
-                "loss-free run's (`results/switch_loss.png`):", "",
-                "| N | codec | " + " | ".join(f"{p:.2%} lost" for p in losses) + " |",
-                "|---|---|" + "---|" * len(losses)] + rows
+                "loss-free run's (`results/switch_loss.png`), with the switch as wide as its links and twice as wide "
+                "(`switch_speedup` 2):", "",
+                "| N | codec | switch | " + " | ".join(f"{p:.2%} lost" for p in losses) + " |",
+                "|---|---|---|" + "---|" * len(losses)] + rows
     return "\n".join(out)
 
 
