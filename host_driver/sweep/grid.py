@@ -17,6 +17,7 @@ from pathlib import Path
 
 from contract import collective
 from contract.enums import Dtype, names
+from host_driver.sweep import engine
 
 #: where a point runs: the RTL on a simulator, or the golden model (its cycles from ``ainic model``)
 SIMS = ("verilator", "icarus", "model")
@@ -138,7 +139,7 @@ def check(p: dict) -> None:
 
 def key(point: dict) -> str:
     """A point's identity: its canonical JSON (every parameter, sorted)."""
-    return json.dumps({k: point[k] for k in sorted(PARAMS)}, sort_keys=True)
+    return engine.canonical({k: point[k] for k in PARAMS})
 
 
 def label(point: dict, names_) -> str:
