@@ -87,8 +87,8 @@ class SwitchClient(wiring.Component):
       the frame store (:class:`FrameStore`, ``NIC_FRAME_STORE_BYTES``). When its last beat leaves, its
       slot's timer starts:
       ``cfg.timeout << min(resends, cfg.backoff_max)`` cycles later, with no result, it is sent again
-      (flagged ``retransmit``), as is a contribution asked for (an ``agg_nack``, or a result that shows the
-      one before it lost). Resends queue apart (``retx_depth`` of them) and go before first sends. A
+      (flagged ``retransmit``), as is a contribution asked for (an ``agg_nack``, or a frame from the switch that shows
+      the one before it lost). Resends queue apart (``retx_depth`` of them) and go before first sends. A
       resend is sent from the frame store when the window's frames fit it (``contract.in_network.frames_fit``:
       then it costs the wire, not the DMA read and the compressor that bind with a codec), else read and
       encoded again.
@@ -196,9 +196,9 @@ class SwitchClient(wiring.Component):
         m.d.sync += age.eq(Mux(rx.valid & ~rx.ready & ~rewritten, Mux(age == 3, 3, age + 1), 0))
         m.d.comb += rec_rx.addr.eq(rslot)
         r = rec_rx.data
-        # the results to this port are numbered (``chunk``) and name the psn of the one before (``reserved``):
-        # whether exactly one was lost between the newest and this one, found as the record waits (the newest
-        # changes only as a record is taken, before the next one is offered)
+        # the switch's frames to this port (results and agg_nacks) are numbered (``chunk``) and name the psn of
+        # the one before (``reserved``): whether the one before this one was lost, found as the record waits
+        # (the newest changes only as a record is taken, before the next one is offered)
         m.submodules.numbers = numbers = LinkNumbers()
         m.d.comb += numbers.number.eq(h.chunk)
         s1_same = Signal()                      # stage 1: the header against the slot's record
@@ -259,20 +259,23 @@ class SwitchClient(wiring.Component):
                     m.d.sync += self.dup_results.eq(self.dup_results + 1)
                 with m.If(Cat(*[h.opcode == op for op in DATA_OPCODES]).any()):
                     m.d.sync += dropping.eq(1)
-        # a record taken: an agg_nack for this job asks for its psn again; a result that shows one result lost
-        # before it asks for the lost one's psn (the worker's contribution again: the switch answers a copy for
-        # a complete round with the stored result). The asks queue for the resend scan; one that finds the
-        # queue full is dropped (the slot's timer remains).
+        # a record taken: an agg_nack for this job asks for its psn again; a result or agg_nack that shows the
+        # frame before it lost asks for that frame's psn (the worker's contribution again: the switch answers a
+        # copy for a complete round with the stored result, and absorbs it for a round that waits for it), a
+        # cycle later (an agg_nack may ask for both; no record is taken in the next cycle). The asks queue for
+        # the resend scan; one that finds the queue full is dropped (the slot's timer remains).
         m.submodules.ask_q = ask_q = SyncFifo(width=32, depth=4)
         consumed = rx.valid & rx.ready
-        is_result = h.opcode == FrameOpcode.aggregated
+        numbered = (h.opcode == FrameOpcode.aggregated) | (h.opcode == FrameOpcode.agg_nack)
         ask_nack = consumed & (h.opcode == FrameOpcode.agg_nack) & (h.job == cfg.job) & running & ~stopping
-        ask_gap = consumed & is_result & numbers.gap1 & running & ~stopping
-        m.d.comb += numbers.take.eq(consumed & is_result)
+        ask_gap, ask_gap_psn = Signal(), Signal(32)
+        m.d.sync += [ask_gap.eq(consumed & numbered & numbers.lost & running & ~stopping),
+                     ask_gap_psn.eq(h.reserved)]
+        m.d.comb += numbers.take.eq(consumed & numbered)
         ask_retry = Signal()                    # a request the scan could not act on, asked again
         ask_retry_psn = Signal(32)
         m.d.comb += [ask_q.w_en.eq(ask_nack | ask_gap | ask_retry),
-                     ask_q.w_data.eq(Mux(ask_nack, h.psn, Mux(ask_gap, h.reserved, ask_retry_psn)))]
+                     ask_q.w_data.eq(Mux(ask_nack, h.psn, Mux(ask_gap, ask_gap_psn, ask_retry_psn)))]
         with m.If(take_result):
             m.d.sync += r_count.eq(h.count)
         wd, do = self.wr_data, dec.m_axis

@@ -27,8 +27,10 @@ class SwitchEgress(wiring.Component):
 
     * ``s_nack``: contributions lost on this port's link (from its ingress): each becomes an ``agg_nack``
       frame to the worker (header only; docs/in_network.md, "Losses"), ahead of results waiting.
-    * The results to the port are numbered (``chunk``: 0, 1, ... modulo 2**16) and each names the psn of
-      the one before it (``reserved``), so that the worker sees a lost one at the next.
+    * The frames to the port, results and ``agg_nack`` alike, are numbered (``chunk``: 0, 1, ... modulo
+      2**16) and each names the psn of the one before it (``reserved``), so that the worker sees a lost one
+      at the next (and sends that psn's contribution again: the answer to a lost result and to a lost
+      ``agg_nack`` alike).
     * Queues: 4 results, and two of the largest results' payload beats.
     * One beat a cycle; round-robin between results and forwarded frames, a frame at a time.
     * ``port``: which port this is (an input, constant in the switch, as the ingress's).
@@ -71,7 +73,7 @@ class SwitchEgress(wiring.Component):
         # a result goes to the job's worker behind this port; a leaf's partial goes up as the leaf's worker
         # index in the spine's job, a contribution to the spine's job (docs/in_network.md, "Two levels")
         w = Mux(r.up, entry.up_worker, worker_of_port(m, entry, self.port, "worker"))
-        tx_seq, tx_prev = Signal(16), Signal(32)        # the next result's number; the last result's psn
+        tx_seq, tx_prev = Signal(16), Signal(32)        # the next frame's number; the last frame's psn
         meta = Signal(TxMeta)
         a = meta.ainic
         m.d.comb += [
@@ -94,7 +96,7 @@ class SwitchEgress(wiring.Component):
             n.version.eq(VERSION), n.opcode.eq(FrameOpcode.agg_nack), n.codec.eq(k.codec), n.dtype.eq(k.dtype),
             n.flags.eq(Mux(k.psn.bit_select(window_log2, 1), FrameFlag.shadow, 0)),
             n.job.eq(k.job_id), n.src_rank.eq(SWITCH_RANK), n.dst_rank.eq(k.worker), n.worker.eq(k.worker),
-            n.slot.eq(k.psn & ((1 << window_log2) - 1)), n.psn.eq(k.psn),
+            n.slot.eq(k.psn & ((1 << window_log2) - 1)), n.psn.eq(k.psn), n.chunk.eq(tx_seq), n.reserved.eq(tx_prev),
             nack.dst_mac.eq(self.cfg_port_mac), nack.dst_ip.eq(self.cfg_port_ip),
         ]
         # the builder takes an agg_nack first, else the next result; a record offered and not taken stays
@@ -107,6 +109,8 @@ class SwitchEgress(wiring.Component):
         m.d.sync += [held.eq(tx.s_meta.valid & ~tx.s_meta.ready), held_nack.eq(use_nack)]
         with m.If(mq.r_en & mq.r_rdy):
             m.d.sync += [tx_seq.eq(tx_seq + 1), tx_prev.eq(r.psn)]
+        with m.If(self.s_nack.valid & self.s_nack.ready):
+            m.d.sync += [tx_seq.eq(tx_seq + 1), tx_prev.eq(k.psn)]
         # the payload reaches the builder through a register slice: its handshake stops there, not in the
         # payload queue's level logic
         skid_buffer(m, "payload", pq.r_rdy, pq.r_en, tx.s_axis.tvalid, tx.s_axis.tready,

@@ -50,8 +50,8 @@ class SwitchIngress(wiring.Component):
       keeps the payloads in order). The parser buffers what arrives meanwhile.
       ``stat_accepted`` / ``stat_drops``: the parser's counters.
     * Losses on the link (docs/in_network.md, "Losses"): a contribution that shows, by its number, that the
-      one before it was lost is followed by an :data:`NackRecord` on ``m_nack`` (for this port's egress, a
-      queue of four) and a pulse on ``nack_event`` (with the job's entry, for the counters).
+      one before it was lost (with any others) is followed by an :data:`NackRecord` on ``m_nack`` (for this
+      port's egress, a queue of four) and a pulse on ``nack_event`` (with the job's entry, for the counters).
     """
 
     def __init__(self, width: int, ports: int, max_jobs: int = 4):
@@ -150,12 +150,12 @@ class SwitchIngress(wiring.Component):
                      chk_payload.eq(Cat(*[header.opcode == op for op in DATA_OPCODES]).any())]
         passed = chk_reason == PASS
         # the worker's contributions are numbered (``chunk``) and name the psn of the one before (``reserved``):
-        # exactly one missing between the newest and this one was lost on the link, and the worker is asked
-        # for it (a record for the egress of this port; a full queue drops it, the worker's timer remains).
-        # Found as the record waits (the newest changes only as a record is taken).
+        # a number past the newest by two or more shows that the one just before this one was lost on the link
+        # (with any others missing), and the worker is asked for it (a record for the egress of this port; a
+        # full queue drops it, the worker's timer remains). Found as the record waits (the newest changes only
+        # as a record is taken).
         m.submodules.numbers = numbers = LinkNumbers()
         m.d.comb += numbers.number.eq(header.chunk)
-        chk_gap1 = numbers.gap1
         m.submodules.nack_q = nq = SyncFifo(width=NackRecord.size, depth=4)
         nack = Signal(NackRecord)
         m.d.comb += [nack.job.eq(chk_record.job), nack.job_id.eq(chk_record.job_id), nack.worker.eq(chk_record.worker),
@@ -165,7 +165,7 @@ class SwitchIngress(wiring.Component):
         took = parser.m_meta.valid & parser.m_meta.ready & passed
         m.d.comb += numbers.take.eq(took)
         # (the spine's results are numbered too; a gap in them is left to the members' timers)
-        asks = took & chk_gap1 & ~chk_record.down
+        asks = took & numbers.lost & ~chk_record.down
         m.d.comb += [nq.w_en.eq(asks), self.nack_event.valid.eq(asks),
                      self.nack_event.job.eq(chk_record.job)]
         fed_last, out_last = Signal(), Signal()

@@ -368,7 +368,7 @@ class SwitchModel:
         if bad is not None:
             return self._drop(bad, index)
         nack = self._gap(port, a, job, index)
-        return nack + self._number(self._decide(port, a, job, index))
+        return self._number(nack + self._decide(port, a, job, index))
 
     @staticmethod
     def _check(a: Agg, job: Job, stranger: bool):
@@ -386,15 +386,16 @@ class SwitchModel:
 
     def _gap(self, port: int, a: Agg, job: Job, index: int) -> list:
         """The worker's frames on ``port`` are numbered (``seq``) and each names the psn of the one before
-        (``prev``): one missing between the newest and this one was lost on the link, and the worker is
-        asked for it again at once (an ``agg_nack``); a longer gap is left to the workers' timers."""
+        (``prev``): a number past the newest by two or more shows that the frame just before this one was
+        lost on the link (with any others missing), and the worker is asked for it again at once (an
+        ``agg_nack``); the others missing are left to the workers' timers."""
         last, self.rx_seq[port] = self.rx_seq[port], a.seq
         if last is None:
             return []
         gap = seq_gap(last, a.seq)
         if gap < 0:
             self.rx_seq[port] = last            # an older copy: the newest stays
-        if gap != 1:
+        if gap < 1:
             return []
         self.job_counters[index].nacks += 1
         slot, s = slot_of(a.prev, job.window)
@@ -402,7 +403,8 @@ class SwitchModel:
                            Dtype[job.dtype], b""))]
 
     def _number(self, out: list) -> list:
-        """Results, numbered per port in the order they leave, each naming the psn of the one before."""
+        """Frames to the workers (results and agg_nacks), numbered per port in the order they leave, each
+        naming the psn of the one before."""
         numbered = []
         for port, r in out:
             numbered.append((port, replace(r, seq=self.tx_seq[port], prev=self.tx_prev[port])))
@@ -605,19 +607,22 @@ class WorkerModel:
         send."""
         if self.status is not None:
             return []
-        if a.opcode == FrameOpcode.agg_nack:
-            return self._resend(a.psn, now) if a.job == self.job.job else []
         asked = []
-        if a.opcode == FrameOpcode.aggregated:
-            # the results to this port are numbered and each names the psn of the one before: one missing
-            # was lost on the link, and the worker sends its contribution of it again (the switch answers a
-            # copy for a complete round with the stored result); a longer gap is left to the timers
+        if a.opcode == FrameOpcode.agg_nack and a.job == self.job.job:
+            asked = self._resend(a.psn, now)
+        if a.opcode in (FrameOpcode.aggregated, FrameOpcode.agg_nack):
+            # the switch's frames to this port (results and agg_nacks) are numbered and each names the psn of
+            # the one before: a gap shows that one lost on the link, and the worker sends its contribution of
+            # that psn again (the switch answers a copy for a complete round with the stored result, and
+            # absorbs it into a round that waits for it); any others missing are left to the timers
             last, self.rx_seq = self.rx_seq, a.seq
             gap = None if last is None else seq_gap(last, a.seq)
             if gap is not None and gap < 0:
                 self.rx_seq = last
-            if gap == 1:
-                asked = self._resend(a.prev, now)
+            if gap is not None and gap >= 1:
+                asked += self._resend(a.prev, now)
+        if a.opcode == FrameOpcode.agg_nack:
+            return asked
         return asked + self._result(a, now)
 
     def _resend(self, psn: int, now) -> list:

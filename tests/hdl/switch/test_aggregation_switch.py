@@ -166,9 +166,10 @@ def test_frame_by_frame_against_the_model(dut, rng):
 
 def test_a_lost_contribution_is_asked_for_by_number(dut, rng):
     """Contributions numbered on each worker's link (``chunk``, the psn before in ``reserved``), some lost on
-    the way: the frame after a single lost one makes the switch send that worker an agg_nack for it (a gap
-    of two does not: the timers have those), the resends complete the rounds, results are numbered per port;
-    every frame out equals the model's, byte for byte, and so do the counters (``job_nacks``)."""
+    the way: the frame after a lost one makes the switch send that worker an agg_nack for it (after two lost
+    in a row, for the second, whose psn the next frame names: the timers have the first), the resends
+    complete the rounds, results and agg_nacks are numbered per port; every frame out equals the model's,
+    byte for byte, and so do the counters (``job_nacks``)."""
     job = inn.Job(7, (0, 2, 1), 2, slot_base=0, packet=32)
     sw = model_switch([job])
     seq, prev = [0] * 3, [0] * 3
@@ -181,7 +182,7 @@ def test_a_lost_contribution_is_asked_for_by_number(dut, rng):
 
     values = {(w, g): rng.standard_normal(32) for w in range(3) for g in range(6)}
     # (worker, round) lost -> the round after which the worker sends it again (asked, or by its timer);
-    # worker 0 loses two in a row: no nack for either
+    # worker 0 loses two in a row: a nack for the second
     drop = {(1, 1): 2, (2, 2): 3, (0, 3): 5, (0, 4): 5}
     for g in range(6):
         for w in rng.permutation(3):
@@ -192,7 +193,12 @@ def test_a_lost_contribution_is_asked_for_by_number(dut, rng):
     want = [sorted(sw.receive(port, f)) for port, f, _ in frames]
     nacks = [(p, proto.Ainic(fr[42:74])) for w in want for p, fr, _ in w
              if proto.Ainic(fr[42:74]).opcode == FrameOpcode.agg_nack]
-    assert sorted((p, h.psn) for p, h in nacks) == [(1, 2), (2, 1)]
+    assert sorted((p, h.psn) for p, h in nacks) == [(0, 4), (1, 2), (2, 1)]
+    # numbered with the results to their port: a nack's chunk follows the frame before it there
+    for p, h in nacks:
+        before = [proto.Ainic(fr[42:74]) for w in want for q, fr, _ in w if q == p]
+        i = next(k for k, b in enumerate(before) if b.opcode == FrameOpcode.agg_nack and b.psn == h.psn)
+        assert h.chunk == i and (i == 0 or h.reserved == before[i - 1].psn)
     assert sw.job_counters[0].completed == 6
 
     got = []
@@ -200,7 +206,7 @@ def test_a_lost_contribution_is_asked_for_by_number(dut, rng):
     for i, (w, g) in enumerate(zip(want, got)):
         assert g == w, (i, frames[i][2][:2])
     assert stats["jobs"][0] == (sw.job_counters[0].absorbed, sw.job_counters[0].completed, sw.job_counters[0].unicast)
-    assert stats["nacks"][0] == sw.job_counters[0].nacks == 2
+    assert stats["nacks"][0] == sw.job_counters[0].nacks == 3
 
 
 @pytest.mark.parametrize("dtype, codec", [("fp32", "none"), ("int32", "none"), ("fp32", "bf16")])
