@@ -63,10 +63,11 @@ class ClusterBench(wiring.Component):
     spine's; leaf k has ``leaf<k>_mac`` / ``_ip`` / ``_jobs`` / ``_clear*`` and ``leaf<k>_stats``. Its
     trunk port's address is the spine's, the spine's port k's is leaf k's.
 
-    With ``switch_speedup`` = 2 (aggregation, one switch), the switch is built at 2W behind width converters
+    With ``switch_speedup`` = 2 (aggregation), every switch is built at 2W behind width converters
     (:mod:`hdl.stream.width_converter`: each uplink's beats paired into the switch's, each of its output
     beats halved onto the downlink): it processes a frame in half the cycles its links take to carry it,
-    as a switch chip's core runs faster than its ports (docs/in_network.md).
+    as a switch chip's core runs faster than its ports (docs/in_network.md). A tree's trunks are 2W wide
+    (switch to switch, no converter), at the links' rate.
     """
 
     def __init__(self, nodes: int, width: int = 512, nic_module: str = "ainic_nic_w512", addr_bits: int = 24,
@@ -89,9 +90,9 @@ class ClusterBench(wiring.Component):
             self._MustUse__silence = True
             raise
         self.leaves = leaves
-        if switch_speedup not in (1, 2) or (switch_speedup == 2 and (not aggregation or leaves)):
+        if switch_speedup not in (1, 2) or (switch_speedup == 2 and not aggregation):
             self._MustUse__silence = True
-            raise ValueError(f"switch_speedup is 1, or 2 for one aggregation switch, got {switch_speedup!r}")
+            raise ValueError(f"switch_speedup is 1, or 2 for aggregation switches, got {switch_speedup!r}")
         self.switch_speedup = switch_speedup
         if switch_speedup > 1:
             check_width(width * switch_speedup, self, "the switch's width")
@@ -259,16 +260,17 @@ class ClusterBench(wiring.Component):
         # engine -> leaf bus): a trunk that backpressures the leaf's bus while the spine waits on the leaf
         # locks both (measured: 8 NICs, W = 64, 256-element packets, 32 slots, 1,024-beat trunks). A trunk
         # holds a whole window of the largest frames, so the leaf's bus never waits on it.
-        frame_beats = -(-(FRAME_HEADER_BYTES + 4 * SWITCH_MAX_PACKET) // (W // 8))
+        TW = W * self.switch_speedup            # switch to switch: the switches' width
+        frame_beats = -(-(FRAME_HEADER_BYTES + 4 * SWITCH_MAX_PACKET) // (TW // 8))
         trunk_depth = 1 << (MAX_NIC_WINDOW * frame_beats - 1).bit_length()
         for k, g in enumerate(self.groups or ()):
             ends = (("up", getattr(leaf_sw[k], f"m_axis_{len(g)}"), getattr(sw, f"s_axis_{k}")),
                     ("down", getattr(sw, f"m_axis_{k}"), getattr(leaf_sw[k], f"s_axis_{len(g)}")))
             for name, src, dst in ends:
-                m.submodules[f"t{k}_{name}"] = link = LinkModel(W, trunk_depth, user_width=1)
+                m.submodules[f"t{k}_{name}"] = link = LinkModel(TW, trunk_depth, user_width=1)
                 m.d.comb += [link.cfg_latency.eq(link_latency), link.cfg_rate.eq(link_rate)]
                 wiring.connect(m, src, link.s_axis)
-                m.submodules[f"t{k}_{name}_faults"] = inj = FaultInjector(W)
+                m.submodules[f"t{k}_{name}_faults"] = inj = FaultInjector(TW)
                 wiring.connect(m, link.m_axis, inj.s_axis)
                 m.d.comb += [inj.cfg_seed.eq(registered(getattr(self, f"t{k}_{name}_seed"))),
                              inj.cfg_drop.eq(faults[0]), inj.cfg_dup.eq(faults[1]), inj.cfg_corrupt.eq(faults[2])]

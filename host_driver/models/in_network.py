@@ -127,11 +127,12 @@ def chosen_window(width: int, codec: str, packet: int, link_bytes_per_cycle: flo
     ``MAX_NIC_WINDOW``, and halved while its packets take the retransmission ``timeout`` or more to pass
     the switch (the NIC's time a packet over the switch's ``speedup``: a switch built wider than its links
     answers in less). A tree (``leaves``): the round trip crosses a trunk each way and a second switch, and a leaf's
-    result bus takes a packet's time twice (its partial up, the spine's result down: "Two levels").
+    result bus takes a packet's time twice (its partial up, the spine's result down: "Two levels"), its own
+    time: the NIC's over the ``speedup``.
     docs/in_network.md, "Sizing the window"."""
     levels = 2 if leaves else 1
     frame = (FRAME_HEADER_BYTES + nm.codec_bytes(codec, packet) + WIRE_OVERHEAD_BYTES) / link_bytes_per_cycle
-    per_packet = max(frame, levels * packet / (width // 32))
+    per_packet = max(frame, packet / (width // 32), levels * packet / (width // 32) / speedup)
     need = WINDOW_ROUND_TRIPS * levels * (2 * latency + ROUND_TRIP_EXTRA) / per_packet
     window = max(DEFAULT_WINDOW, 1 << max(int(need) - 1, 0).bit_length())
     limit = min(MAX_NIC_WINDOW, (pool or MAX_WINDOW) // jobs)

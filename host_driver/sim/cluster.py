@@ -234,8 +234,8 @@ class Cluster:
                 raise ValueError(f"{name} must be a positive int (cycles), got {v!r}")
         self.dead_rank = dead_rank
         if switch_speedup != 1:     # the RTL bench's switch at 2W behind width converters (hdl/sim/cluster_bench.py)
-            if switch_speedup != 2 or algorithm != "switch" or backend == "model" or leaves is not None:
-                raise ValueError(f"switch_speedup is 1, or 2 for the switch algorithm on one RTL switch, got "
+            if switch_speedup != 2 or algorithm != "switch" or backend == "model":
+                raise ValueError(f"switch_speedup is 1, or 2 for the switch algorithm on the RTL switches, got "
                                  f"{switch_speedup!r}")
             if 2 * width not in NIC_WIDTHS:
                 raise ValueError(f"switch_speedup 2 builds the switch at 2 x {width} bits, wider than any supported "
@@ -322,10 +322,10 @@ class Cluster:
     def top(self) -> str:
         """The simulation top an RTL backend runs: the NICs wired in a ring, or each linked to the aggregation
         switch (which also forwards the ring's frames by MAC)."""
+        speedup = f"_x{self.switch_speedup}" if self.switch_speedup > 1 else ""
         if self.leaves:
-            return f"tree_cluster_n{self.nodes}_l{self.leaves}"
-        return (f"{'switch_' if self.fabric == 'switch' else ''}cluster_n{self.bench_nodes}"
-                + (f"_x{self.switch_speedup}" if self.switch_speedup > 1 else ""))
+            return f"tree_cluster_n{self.nodes}_l{self.leaves}{speedup}"
+        return f"{'switch_' if self.fabric == 'switch' else ''}cluster_n{self.bench_nodes}{speedup}"
 
     def job_ranks(self) -> list:
         """The ranks of each job: ``jobs`` contiguous groups, as even as they go (one group for a ring)."""

@@ -385,6 +385,10 @@ def test_the_chosen_window_covers_the_round_trip():
     assert inn.chosen_window(512, "none", 256, 40.0, 125, pool=128, speedup=2) == 64      # the round trip
     assert inn.chosen_window(1024, "bfp8", 256, 40.0, 125, jobs=2, pool=128) == 64
     assert inn.chosen_window(64, "bfp8", 256, 40.0, 125) == 32             # W = 64: the datapath binds
+    # a tree: two round trips' worth, a leaf's result bus taking a packet's time twice; at twice the NICs'
+    # width, once
+    assert inn.chosen_window(512, "none", 256, 40.0, 125, pool=128, leaves=2, timeout=4096) == 64
+    assert inn.chosen_window(512, "none", 256, 40.0, 125, pool=128, leaves=2, timeout=4096, speedup=2) == 128
     for w, c in [(1024, "none"), (512, "none"), (512, "fp16")]:
         win = inn.chosen_window(w, c, 256, 40.0, 125)
         per = max((74 + nm.codec_bytes(c, 256) + 24) / 40.0, 256 / (w // 32))

@@ -153,7 +153,7 @@ def test_switch_timeout_is_an_exception_naming_the_ranks(rng):
     (dict(jobs=2), "jobs > 1 needs algorithm='switch'"),
     (dict(algorithm="switch", faults={"drop": 2}), r"probability must be in \[0, 1\]"),
     (dict(algorithm="switch", faults={"loss": 0.1}), "unknown keys"),
-    (dict(algorithm="switch", switch_speedup=2), "switch_speedup is 1, or 2 for the switch algorithm on one RTL"),
+    (dict(algorithm="switch", switch_speedup=2), "switch_speedup is 1, or 2 for the switch algorithm on the RTL"),
     (dict(backend="verilator", switch_speedup=2), "switch_speedup is 1, or 2 for the switch algorithm"),
     (dict(backend="verilator", algorithm="switch", switch_speedup=3), "switch_speedup is 1, or 2"),
     (dict(backend="verilator", algorithm="switch", width=1024, switch_speedup=2), "wider than any supported"),
@@ -166,6 +166,7 @@ def test_switch_arguments_are_checked(kwargs, message):
 def test_a_faster_switch_is_its_own_bench():
     assert Cluster(4, "verilator", algorithm="switch", switch_speedup=2).top == "switch_cluster_n4_x2"
     assert Cluster(4, "verilator", algorithm="switch").top == "switch_cluster_n4"
+    assert Cluster(4, "verilator", algorithm="switch", leaves=2, switch_speedup=2).top == "tree_cluster_n4_l2_x2"
 
 
 def test_switch_op_other_than_allreduce_is_refused(rng):
