@@ -63,8 +63,9 @@ def add_parser(sub, formatter) -> None:
                         f"much again: at least {DEFAULT_WINDOW})")
     d.add_argument("--jobs", type=int, default=1, help="switch: jobs at once, the nodes split between them")
     d.add_argument("--switch-speedup", type=int, default=1, choices=(1, 2), metavar="{1,2}",
-                   help="switch, RTL: 2 builds the aggregation switch at twice the NICs' width behind width "
-                        "converters, faster than its links as a switch chip's core is (docs/in_network.md)")
+                   help="switch, RTL: 2 builds the aggregation switches (a tree's too) at twice the NICs' width "
+                        "behind width converters, faster than their links as a switch chip's core is "
+                        "(docs/in_network.md)")
     d.add_argument("--retransmit-timeout", type=int, default=None, metavar="CYCLES",
                    help="cycles a sender waits for an ack (ring) or a result (switch) before it resends (doubling "
                         f"per resend; default: {RETRANSMIT_TIMEOUT}, over a tree of switches "
