@@ -98,15 +98,12 @@ SIM_TOPS = {
     **{f"switch_cluster_n{n}_x2": Top(partial(_cluster, n, aggregation=True, switch_speedup=2), _cluster_sources,
                                       lambda width: (module_name("nic", width),), module=ClusterBench.__module__)
        for n in range(2, MAX_CLUSTER_NODES + 1)},
-    # the same as a two-level tree: the NICs on leaf switches, the leaves on a spine (docs/in_network.md)
-    **{f"tree_cluster_n{n}_l{k}": Top(partial(_cluster, n, aggregation=True, leaves=k), _cluster_sources,
-                                      lambda width: (module_name("nic", width),), module=ClusterBench.__module__)
-       for n in range(2, MAX_CLUSTER_NODES + 1) for k in range(2, n + 1)},
-    # the same with every switch at twice the NICs' width (and the trunks with them)
-    **{f"tree_cluster_n{n}_l{k}_x2": Top(partial(_cluster, n, aggregation=True, leaves=k, switch_speedup=2),
-                                         _cluster_sources, lambda width: (module_name("nic", width),),
-                                         module=ClusterBench.__module__)
-       for n in range(2, MAX_CLUSTER_NODES + 1) for k in range(2, n + 1)},
+    # the same as a two-level tree: the NICs on leaf switches, the leaves on a spine (docs/in_network.md); "_x2":
+    # every switch at twice the NICs' width (and the trunks with them)
+    **{f"tree_cluster_n{n}_l{k}" + ("_x2" if s > 1 else ""):
+       Top(partial(_cluster, n, aggregation=True, leaves=k, switch_speedup=s), _cluster_sources,
+           lambda width: (module_name("nic", width),), module=ClusterBench.__module__)
+       for n in range(2, MAX_CLUSTER_NODES + 1) for k in range(2, n + 1) for s in (1, 2)},
     # a NIC whose receive side is tiny (contract.credits.TIGHT), and 6 of them in a ring (credits bind with loss)
     "nic_tight": Top(partial(Nic, build=NicBuild("tight", credits=TIGHT))),
     "tight_cluster_n6": Top(partial(_cluster, 6, nic="nic_tight"), partial(_cluster_sources, nic="nic_tight"),
