@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from contract import stages as st
 from contract.enums import DATA_OPCODES, Codec, Dtype, FrameFlag, FrameOpcode, StageState
-from contract.in_network import MAX_JOB_WORKERS, MAX_NIC_WINDOW, NIC_FRAME_STORE_BYTES, SWITCH_RANK
+from contract.in_network import MAX_JOB_WORKERS, MAX_NIC_WINDOW, NIC_FRAME_STORE_BYTES, PAUSE_SHIFT, SWITCH_RANK
 from contract.limits import MAX_COUNT
 from contract.protocol import FRAME_HEADER_BYTES, MAX_P, VERSION
 from hdl.codec.compressor import compressor_signature
@@ -87,7 +87,8 @@ class SwitchClient(wiring.Component):
       the frame store (:class:`FrameStore`, ``NIC_FRAME_STORE_BYTES``). When its last beat leaves, its
       slot's timer starts:
       ``cfg.timeout << min(resends, cfg.backoff_max)`` cycles later, with no result, it is sent again
-      (flagged ``retransmit``), as is a contribution asked for (an ``agg_nack``, or a frame from the switch that shows
+      (flagged ``retransmit``) once the results have paused for ``cfg.timeout >> PAUSE_SHIFT`` cycles (while
+      they come, a later frame's number shows a loss and a late result is on its way), as is a contribution asked for (an ``agg_nack``, or a frame from the switch that shows
       the one before it lost). Resends queue apart (``retx_depth`` of them) and go before first sends. A
       resend is sent from the frame store when the window's frames fit it (``contract.in_network.frames_fit``:
       then it costs the wire, not the DMA read and the compressor that bind with a codec), else read and
@@ -139,6 +140,12 @@ class SwitchClient(wiring.Component):
         launched = Signal(J_BITS + 1)           # packets sent a first time
         done_elems = Signal(COUNT_BITS + 1)
         last_progress = Signal(32)
+        # the worker's results have paused: none new for ``cfg.timeout >> PAUSE_SHIFT`` cycles. Timers run out
+        # only then (while results come, a later frame's number shows any loss, and a packet whose result is
+        # late behind the window's is not sent again: at N = 8 with a codec and 1 % loss, such copies each
+        # drew a stored result through the switch's result bus, made the next results later and stormed)
+        paused = Signal()
+        m.d.sync += paused.eq((now - last_progress) >= (cfg.timeout >> PAUSE_SHIFT))
         writes_out = Signal(J_BITS + 1)         # DMA write commands issued, not yet answered
 
 
@@ -343,7 +350,7 @@ class SwitchClient(wiring.Component):
         timer_due = ~(now - due_scan.data)[31] & ~(due_w.en & (due_w.addr == scan))
         m.d.sync += [sc_slot.eq(scan), sc_rec.eq(rec_scan.data), sc_phase.eq(phase.bit_select(scan, 1)),
                      sc_ask.eq(scan_ask), sc_ask_psn.eq(ask_psn),
-                     sc_due.eq((scan < S) & Mux(scan_ask, first + rec_scan.data.j == ask_psn, timer_due)),
+                     sc_due.eq((scan < S) & Mux(scan_ask, first + rec_scan.data.j == ask_psn, timer_due & paused)),
                      sc_idle.eq(inflight.bit_select(scan, 1) & ~queued.bit_select(scan, 1)
                                 & ~(take_result & (rslot == scan)) & ~(init_go & (s0 == scan))
                                 & ~(scan_go & (sc_slot == scan)) & ~self.start)]

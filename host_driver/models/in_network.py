@@ -28,6 +28,7 @@ from contract.in_network import (
     MAX_NIC_WINDOW,
     MAX_SWITCH_PORTS,
     MAX_WINDOW,
+    PAUSE_SHIFT,
     MIN_SWITCH_PORTS,
     RETRANSMIT_TIMEOUT,
     SEQ_MOD,
@@ -553,8 +554,10 @@ class WorkerCounters:
 class WorkerModel:
     """A NIC running one switch-mode all-reduce (docs/in_network.md, "The worker"). ``data``: its input
     (uint32 bit patterns); packets numbered from ``first``. A packet not answered within ``timeout``
-    cycles is sent again, the wait doubling with each resend of it up to ``timeout << backoff_max``; with
-    no new result for ``deadline`` cycles the collective ends with status ``timeout``."""
+    cycles is sent again, the wait doubling with each resend of it up to ``timeout << backoff_max``, once
+    the worker's results have paused for ``timeout >> PAUSE_SHIFT`` cycles (while they come, a later
+    frame's number shows a loss and a late result is on its way); with no new result for ``deadline``
+    cycles the collective ends with status ``timeout``."""
 
     def __init__(self, rank: int, job: Job, data, first: int = 0, timeout: int = RETRANSMIT_TIMEOUT,
                  backoff_max: int = BACKOFF_MAX, deadline: int = DEADLINE, collective: int = 0):
@@ -668,17 +671,21 @@ class WorkerModel:
         """When this worker next has something to do on its own: a resend, or its deadline."""
         if self.status is not None:
             return None
-        dues = [e[2] for e in self.in_flight.values()]
+        paused = self.last_progress + (self.timeout >> PAUSE_SHIFT)
+        dues = [max(e[2], paused) for e in self.in_flight.values()]
         return min(dues + [self.last_progress + self.deadline])
 
     def tick(self, now: int) -> list:
-        """Resend every packet whose wait is over; end with ``timeout`` past the deadline."""
+        """Resend every packet whose wait is over once the results have paused for ``timeout >>
+        PAUSE_SHIFT`` cycles; end with ``timeout`` past the deadline."""
         if self.status is not None:
             return []
         if now >= self.last_progress + self.deadline:
             self.status = "timeout"
             return []
         out = []
+        if now < self.last_progress + (self.timeout >> PAUSE_SHIFT):
+            return out
         for entry in self.in_flight.values():
             if entry[2] <= now:
                 entry[1] += 1

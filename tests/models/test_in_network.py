@@ -278,6 +278,14 @@ def test_a_lost_multicast_is_recovered_by_unicast(rng):
     assert sum(d.dropped for d in run.downlinks) > 0 and run.switch.job_counters[0].unicast > 0
 
 
+def _result_for(w, psn, seq, prev):
+    """The switch's result (zeros) for worker ``w``'s packet ``psn`` of job 3, numbered ``seq``, naming ``prev``."""
+    p = w.plan[psn]
+    bits = np.zeros(p.count, np.uint32)
+    return inn.Agg(FrameOpcode.aggregated, 3, 0, p.slot, p.set, psn, p.offset, p.count, 0, 0, bits.tobytes(),
+                   seq=seq, prev=prev)
+
+
 def test_a_worker_resends_what_a_nack_or_a_result_gap_asks_for(rng):
     """An agg_nack for the packet in flight in its slot sends it again at once; a frame from the switch
     (result or agg_nack) whose number shows the one before it lost sends the lost one's contribution again
@@ -290,10 +298,7 @@ def test_a_worker_resends_what_a_nack_or_a_result_gap_asks_for(rng):
     assert [(a.seq, a.prev) for a in first] == [(0, 0), (1, 0), (2, 1), (3, 2)]   # numbered, the psn before
 
     def result(psn, seq, prev):
-        p = w.plan[psn]
-        bits = np.zeros(p.count, np.uint32)
-        return inn.Agg(FrameOpcode.aggregated, 3, 0, p.slot, p.set, psn, p.offset, p.count, 0, 0, bits.tobytes(),
-                       seq=seq, prev=prev)
+        return _result_for(w, psn, seq, prev)
 
     def nack(psn, seq=0, prev=0):
         p = w.plan[psn]
@@ -315,6 +320,24 @@ def test_a_worker_resends_what_a_nack_or_a_result_gap_asks_for(rng):
     out = w.receive(result(5, 11, 7), 70)                           # a lost frame, psn 7's: 7 again (8 waits
     assert [(a.psn, a.retransmit) for a in out] == [(7, True)]      # for 4's slot: nothing launches)
     assert w.counters.asked == 5
+
+
+def test_a_timer_runs_out_only_once_the_results_stop():
+    """A packet's timer (200 cycles) that runs out while results still come (one every 20 cycles: less than
+    the pause of 200 >> PAUSE_SHIFT = 25 that lets a timer run out) sends nothing: a result late behind the
+    others' is on its way, and a loss would show in a later frame's number. Once the results stop, every
+    packet whose timer ran out goes again, 25 cycles after the last result."""
+    assert 200 >> inn.PAUSE_SHIFT == 25
+    job = inn.Job(3, (0, 1), 4, packet=16)
+    w = inn.WorkerModel(0, job, np.arange(64, dtype=np.uint32), timeout=200)
+    assert [a.psn for a in w.start(0)] == [0, 1, 2, 3]              # timers due at 200
+    for psn, t in ((0, 180), (1, 200)):
+        assert w.receive(_result_for(w, psn, psn, max(psn - 1, 0)), t) == []
+        assert w.next_timer() == t + 25 and w.tick(t + 24) == []
+    assert w.receive(_result_for(w, 2, 2, 1), 220) == []
+    assert w.next_timer() == 245 and w.tick(244) == []
+    assert [(a.psn, a.retransmit) for a in w.tick(245)] == [(3, True)]
+    assert w.next_timer() == 245 + 400                              # backed off: its wait doubled
 
 
 def test_losses_are_asked_for_not_waited_out(rng):

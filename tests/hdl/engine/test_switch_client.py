@@ -3,13 +3,14 @@ sends its packets in order as their slots free up, writes each result where it b
 result (docs/in_network.md, "The worker": a result is taken only if it answers the packet in flight in its
 slot), even when the copy comes right behind the original and the slot's next packet launched meanwhile; and
 sends again what the switch asks for, by an agg_nack or by a gap in the numbers of its frames (docs/in_network.md,
-"Losses")."""
+"Losses"); and sends a packet again on its timer only once its results have stopped."""
 
 from amaranth import Elaboratable, Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from contract.enums import Codec, Dtype, FrameFlag, FrameOpcode
+from contract.in_network import PAUSE_SHIFT
 from hdl.codec.compressor import Compressor
 from hdl.codec.decompressor import Decompressor
 from hdl.engine.switch_client import SwitchClient
@@ -44,10 +45,12 @@ def result(psn, window, copies=1, chunk=None, reserved=0, opcode=FrameOpcode.agg
     return [header] * copies
 
 
-def run(elements, window, answer, cycles=3000):
-    """Run one collective of ``elements`` with a window of ``window`` slots. ``answer(psn)``, called as each
+def run(elements, window, answer, cycles=3000, timeout=100_000):
+    """Run one collective of ``elements`` with a window of ``window`` slots and a retransmission timer of
+    ``timeout`` cycles (no back-off). ``answer(psn)``, called as each
     contribution leaves, gives the records to send back for it (a list of headers; each result carries
-    P elements of value psn + 1; a header with ``delay`` is offered no sooner than that many cycles later).
+    P elements of value psn + 1; a header with ``delay`` is offered no sooner than that many cycles later, one
+    with ``at`` no sooner than that cycle of the run).
     Returns (psns sent, write commands (addr, length) in order, the duplicates counted, the status' timeout
     bit, whether busy fell)."""
     h = Harness()
@@ -57,7 +60,7 @@ def run(elements, window, answer, cycles=3000):
     async def bench(ctx):
         cfg = dut.cfg
         for name, v in dict(src=0, dst=DST, count=elements, packet=P, codec=Codec.none, dtype=Dtype.fp32, job=JOB,
-                            worker=0, collective=1, window_log2=window.bit_length() - 1, timeout=100_000,
+                            worker=0, collective=1, window_log2=window.bit_length() - 1, timeout=timeout,
                             backoff_max=0, deadline=1_000_000).items():
             ctx.set(getattr(cfg, name), v)
         for port in (dut.rd_cmd, dut.wr_cmd):
@@ -121,7 +124,7 @@ def run(elements, window, answer, cycles=3000):
                 sent.append(tx_psn)
                 for header in answer(tx_psn):
                     header = dict(header)
-                    records.append((cycle + header.pop("delay", 0), header))
+                    records.append((max(cycle + header.pop("delay", 0), header.pop("at", 0)), header))
                     if header["opcode"] == FrameOpcode.aggregated:
                         payloads.append(header["psn"] + 1)
             if not busy and sent:
@@ -184,3 +187,27 @@ def test_what_the_switch_asks_for_is_sent_again():
     assert sent == [0, 1, 2, 2, 1, 3, 4, 3, 5], sent
     assert done and not timeout and dups == 0
     assert sorted(writes) == [(DST + 4 * P * j, 4 * P) for j in range(6)]
+
+
+def test_a_timer_runs_out_only_once_the_results_stop():
+    """Results that come late but keep coming (one every 20 cycles from cycle 100: from the seventh on, each
+    more than the timer's 200 cycles after its packet left; a timer runs out only after a pause of 200 >>
+    PAUSE_SHIFT = 25 in the results) send nothing again: a packet whose result is late behind the others' is
+    not resent (each such copy drew a stored result through the switch and made the next results later: a
+    storm at N = 8, bfp8, 1 % loss). Once they stop (the last packet's first contribution answered by
+    nothing), its timer sends it again, 25 cycles after the last result."""
+    assert 200 >> PAUSE_SHIFT == 25
+    window, packets = 16, 32
+    times = {}
+
+    def answer(psn):
+        k = (psn, times.get(psn, 0))
+        times[psn] = k[1] + 1
+        if k == (packets - 1, 1):
+            return [dict(result(psn, window)[0], delay=10)]
+        return [dict(result(psn, window)[0], at=100 + 20 * psn)] if k[0] < packets - 1 and k[1] == 0 else []
+
+    sent, writes, dups, timeout, done = run(packets * P, window, answer, timeout=200)
+    assert sent == list(range(packets)) + [packets - 1], sent
+    assert done and not timeout and dups == 0
+    assert sorted(writes) == [(DST + 4 * P * j, 4 * P) for j in range(packets)]
