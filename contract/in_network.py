@@ -42,9 +42,9 @@ DEFAULT_WINDOW = 32
 #: of the same packet doubles the wait, up to ``RETRANSMIT_TIMEOUT << BACKOFF_MAX``
 RETRANSMIT_TIMEOUT = 2048
 BACKOFF_MAX = 4
-#: a worker's timers run out only once its results have paused for ``timeout >> PAUSE_SHIFT`` cycles: while
-#: they come, a loss shows in a later frame's number and a late result is on its way (docs/in_network.md,
-#: "The worker")
+#: a worker's timer runs out on a packet only once a later packet's result has come or its results have
+#: paused for ``timeout >> PAUSE_SHIFT`` cycles: a late result comes in order, behind the others
+#: (docs/in_network.md, "The worker")
 PAUSE_SHIFT = 3
 #: cycles without a new result after which a worker ends the collective with status ``timeout``
 DEADLINE = 1_000_000

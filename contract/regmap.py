@@ -250,7 +250,8 @@ def _build():
     reg("AGG_PSN_SET", "wo", 0, "Write: AGG_PSN takes the value written (every worker of a job must agree; "
         "write it while no collective runs).")
     reg("RETX_TIMEOUT", "rw", RETRANSMIT_TIMEOUT, "Cycles a NIC waits for a contribution's result after it "
-        f"left before it sends it again, once no new result has come for RETX_TIMEOUT >> {PAUSE_SHIFT} cycles; each "
+        f"left before it sends it again, once a later one's result has come or no new result has come for "
+        f"RETX_TIMEOUT >> {PAUSE_SHIFT} cycles; each "
         "resend of it doubles the wait, up to RETX_TIMEOUT << RETX_BACKOFF_MAX.")
     reg("RETX_BACKOFF_MAX", "rw", BACKOFF_MAX, "The most doublings of the retransmission wait (0 .. 7).", bits=3)
     reg("AGG_DEADLINE", "rw", DEADLINE, "Cycles without a new result after which a switch all-reduce completes "

@@ -87,8 +87,8 @@ class SwitchClient(wiring.Component):
       the frame store (:class:`FrameStore`, ``NIC_FRAME_STORE_BYTES``). When its last beat leaves, its
       slot's timer starts:
       ``cfg.timeout << min(resends, cfg.backoff_max)`` cycles later, with no result, it is sent again
-      (flagged ``retransmit``) once the results have paused for ``cfg.timeout >> PAUSE_SHIFT`` cycles (while
-      they come, a later frame's number shows a loss and a late result is on its way), as is a contribution asked for (an ``agg_nack``, or a frame from the switch that shows
+      (flagged ``retransmit``) once a later packet's result has come or the results have paused for
+      ``cfg.timeout >> PAUSE_SHIFT`` cycles (a late result comes in order, behind the others), as is a contribution asked for (an ``agg_nack``, or a frame from the switch that shows
       the one before it lost). Resends queue apart (``retx_depth`` of them) and go before first sends. A
       resend is sent from the frame store when the window's frames fit it (``contract.in_network.frames_fit``:
       then it costs the wire, not the DMA read and the compressor that bind with a codec), else read and
@@ -140,12 +140,16 @@ class SwitchClient(wiring.Component):
         launched = Signal(J_BITS + 1)           # packets sent a first time
         done_elems = Signal(COUNT_BITS + 1)
         last_progress = Signal(32)
-        # the worker's results have paused: none new for ``cfg.timeout >> PAUSE_SHIFT`` cycles. Timers run out
-        # only then (while results come, a later frame's number shows any loss, and a packet whose result is
-        # late behind the window's is not sent again: at N = 8 with a codec and 1 % loss, such copies each
-        # drew a stored result through the switch's result bus, made the next results later and stormed)
+        # a slot's timer runs out only once the worker's results have paused (none new for ``cfg.timeout >>
+        # PAUSE_SHIFT`` cycles) or a later packet's result has come. Results come in order unless
+        # something was lost, so a packet not overtaken may only be late behind the window's (at N = 8 with
+        # a codec and 1 % loss, copies of such packets each drew a stored result through the switch's result
+        # bus, made the next results later and stormed)
         paused = Signal()
         m.d.sync += paused.eq((now - last_progress) >= (cfg.timeout >> PAUSE_SHIFT))
+        # ``newest``: the newest packet answered, plus one (0: none)
+        newest = Signal(J_BITS + 1)
+        took, took_j = Signal(), Signal(J_BITS + 1)
         writes_out = Signal(J_BITS + 1)         # DMA write commands issued, not yet answered
 
 
@@ -350,7 +354,8 @@ class SwitchClient(wiring.Component):
         timer_due = ~(now - due_scan.data)[31] & ~(due_w.en & (due_w.addr == scan))
         m.d.sync += [sc_slot.eq(scan), sc_rec.eq(rec_scan.data), sc_phase.eq(phase.bit_select(scan, 1)),
                      sc_ask.eq(scan_ask), sc_ask_psn.eq(ask_psn),
-                     sc_due.eq((scan < S) & Mux(scan_ask, first + rec_scan.data.j == ask_psn, timer_due & paused)),
+                     sc_due.eq((scan < S) & Mux(scan_ask, first + rec_scan.data.j == ask_psn,
+                                                     timer_due & (paused | (rec_scan.data.j + 1 < newest)))),
                      sc_idle.eq(inflight.bit_select(scan, 1) & ~queued.bit_select(scan, 1)
                                 & ~(take_result & (rslot == scan)) & ~(init_go & (s0 == scan))
                                 & ~(scan_go & (sc_slot == scan)) & ~self.start)]
@@ -361,6 +366,11 @@ class SwitchClient(wiring.Component):
             return [push.j.eq(j), push.off.eq(off), push.set.eq(set_), push.slot.eq(slot), push.retx.eq(retx),
                     push.resends.eq(resends), (retx_q if retx else send_q).w_en.eq(1), rec_w.en.eq(1), rec_w.addr.eq(slot),
                     rec_w.data.j.eq(j), rec_w.data.off.eq(off), rec_w.data.resends.eq(resends)]
+        m.d.sync += [took.eq(take_result), took_j.eq(h.psn - first + 1)]
+        with m.If(self.start):
+            m.d.sync += newest.eq(0)
+        with m.Elif(took & (took_j > newest)):
+            m.d.sync += newest.eq(took_j)
         with m.If(take_result):
             m.d.sync += [done_elems.eq(done_elems + h.count), last_progress.eq(now),
                          self.status.host_bytes.eq(self.status.host_bytes + Cat(C(0, 2), h.count))]

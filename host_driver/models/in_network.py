@@ -554,10 +554,10 @@ class WorkerCounters:
 class WorkerModel:
     """A NIC running one switch-mode all-reduce (docs/in_network.md, "The worker"). ``data``: its input
     (uint32 bit patterns); packets numbered from ``first``. A packet not answered within ``timeout``
-    cycles is sent again, the wait doubling with each resend of it up to ``timeout << backoff_max``, once
-    the worker's results have paused for ``timeout >> PAUSE_SHIFT`` cycles (while they come, a later
-    frame's number shows a loss and a late result is on its way); with no new result for ``deadline``
-    cycles the collective ends with status ``timeout``."""
+    cycles is sent again, the wait doubling with each resend of it up to ``timeout << backoff_max``, once a
+    later packet's result has come or the worker's results have paused for ``timeout >> PAUSE_SHIFT``
+    cycles (a late result comes in order, behind the others); with no new result for ``deadline`` cycles
+    the collective ends with status ``timeout``."""
 
     def __init__(self, rank: int, job: Job, data, first: int = 0, timeout: int = RETRANSMIT_TIMEOUT,
                  backoff_max: int = BACKOFF_MAX, deadline: int = DEADLINE, collective: int = 0):
@@ -570,6 +570,7 @@ class WorkerModel:
         self.got = np.zeros(len(self.plan), bool)
         self.in_flight = {}             # slot -> [j, resends, due]
         self.last_progress = 0
+        self.newest = -1                # the newest packet answered (-1: none)
         self.status = None              # "ok" / "timeout" once done
         self.counters = WorkerCounters()
         self.seq, self.prev = 0, 0      # the next contribution's seq; the psn of the one sent before
@@ -652,6 +653,7 @@ class WorkerModel:
                 else nm.as_bits(nm.decompress(a.payload, self.job.codec, a.count)))
         self.result[p.offset:p.offset + p.count] = bits
         self.got[p.j] = True
+        self.newest = max(self.newest, p.j)
         self.counters.results += 1
         self.last_progress = now
         del self.in_flight[a.slot]
@@ -672,22 +674,21 @@ class WorkerModel:
         if self.status is not None:
             return None
         paused = self.last_progress + (self.timeout >> PAUSE_SHIFT)
-        dues = [max(e[2], paused) for e in self.in_flight.values()]
+        dues = [e[2] if e[0] < self.newest else max(e[2], paused) for e in self.in_flight.values()]
         return min(dues + [self.last_progress + self.deadline])
 
     def tick(self, now: int) -> list:
-        """Resend every packet whose wait is over once the results have paused for ``timeout >>
-        PAUSE_SHIFT`` cycles; end with ``timeout`` past the deadline."""
+        """Resend every packet whose wait is over once a later packet's result has come or the results have
+        paused for ``timeout >> PAUSE_SHIFT`` cycles; end with ``timeout`` past the deadline."""
         if self.status is not None:
             return []
         if now >= self.last_progress + self.deadline:
             self.status = "timeout"
             return []
         out = []
-        if now < self.last_progress + (self.timeout >> PAUSE_SHIFT):
-            return out
+        paused = now >= self.last_progress + (self.timeout >> PAUSE_SHIFT)
         for entry in self.in_flight.values():
-            if entry[2] <= now:
+            if entry[2] <= now and (paused or entry[0] < self.newest):
                 entry[1] += 1
                 entry[2] = now + (self.timeout << min(entry[1], self.backoff_max))
                 out.append(self._packet(entry[0], now, retransmit=True))

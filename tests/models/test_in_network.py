@@ -340,6 +340,20 @@ def test_a_timer_runs_out_only_once_the_results_stop():
     assert w.next_timer() == 245 + 400                              # backed off: its wait doubled
 
 
+def test_a_packet_overtaken_goes_at_its_timer():
+    """A later packet's result has come (results come in order, so a late one would have come first): a
+    packet whose timer ran out goes again at once, though results still come; one not overtaken waits for
+    the pause."""
+    job = inn.Job(3, (0, 1), 4, packet=16)
+    w = inn.WorkerModel(0, job, np.arange(64, dtype=np.uint32), timeout=200)
+    assert [a.psn for a in w.start(0)] == [0, 1, 2, 3]              # timers due at 200
+    assert w.receive(_result_for(w, 2, 0, 0), 190) == []            # overtakes 0 and 1, not 3
+    assert w.next_timer() == 200
+    assert [(a.psn, a.retransmit) for a in w.tick(200)] == [(0, True), (1, True)]
+    assert w.next_timer() == 215 and w.tick(214) == []              # 3: the pause (25 after 190)
+    assert [a.psn for a in w.tick(215)] == [3]
+
+
 def test_losses_are_asked_for_not_waited_out(rng):
     """At N = 8 with 3 % of frames lost both ways, most losses are recovered by asking (a nack from the
     switch, or a worker that sees a gap in its results): only the losses no later frame on their link

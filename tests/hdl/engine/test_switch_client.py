@@ -45,12 +45,13 @@ def result(psn, window, copies=1, chunk=None, reserved=0, opcode=FrameOpcode.agg
     return [header] * copies
 
 
-def run(elements, window, answer, cycles=3000, timeout=100_000):
+def run(elements, window, answer, cycles=3000, timeout=100_000, when=None):
     """Run one collective of ``elements`` with a window of ``window`` slots and a retransmission timer of
     ``timeout`` cycles (no back-off). ``answer(psn)``, called as each
     contribution leaves, gives the records to send back for it (a list of headers; each result carries
     P elements of value psn + 1; a header with ``delay`` is offered no sooner than that many cycles later, one
     with ``at`` no sooner than that cycle of the run).
+    ``when``, a list: the cycle each psn was sent at is appended to it.
     Returns (psns sent, write commands (addr, length) in order, the duplicates counted, the status' timeout
     bit, whether busy fell)."""
     h = Harness()
@@ -122,6 +123,8 @@ def run(elements, window, answer, cycles=3000, timeout=100_000):
                 payloads.pop(0)
             if tx_go:
                 sent.append(tx_psn)
+                if when is not None:
+                    when.append(cycle)
                 for header in answer(tx_psn):
                     header = dict(header)
                     records.append((max(cycle + header.pop("delay", 0), header.pop("at", 0)), header))
@@ -209,5 +212,27 @@ def test_a_timer_runs_out_only_once_the_results_stop():
 
     sent, writes, dups, timeout, done = run(packets * P, window, answer, timeout=200)
     assert sent == list(range(packets)) + [packets - 1], sent
+    assert done and not timeout and dups == 0
+    assert sorted(writes) == [(DST + 4 * P * j, 4 * P) for j in range(packets)]
+
+
+def test_a_packet_overtaken_goes_at_its_timer():
+    """Packet 0's contribution is lost and nothing reveals it; the results of packets 1 to 15 come one every
+    20 cycles from cycle 120 to 400 (no pause). A later packet's result has come, so packet 0 goes again as
+    its 200-cycle timer runs out (a late result would come in order, before the later ones), not once the
+    results pause."""
+    window, packets = 16, 17
+    times, when = {}, []
+
+    def answer(psn):
+        k = (psn, times.get(psn, 0))
+        times[psn] = k[1] + 1
+        if k == (0, 0):
+            return []
+        return [dict(result(psn, window)[0], delay=10 if k[1] else 0, at=100 + 20 * psn if psn < window else 0)]
+
+    sent, writes, dups, timeout, done = run(packets * P, window, answer, timeout=200, when=when)
+    assert sent == list(range(window)) + [0, window], sent
+    assert 200 < when[window] < 300, when
     assert done and not timeout and dups == 0
     assert sorted(writes) == [(DST + 4 * P * j, 4 * P) for j in range(packets)]
