@@ -673,9 +673,14 @@ class WorkerModel:
         """When this worker next has something to do on its own: a resend, or its deadline."""
         if self.status is not None:
             return None
-        paused = self.last_progress + (self.timeout >> PAUSE_SHIFT)
-        dues = [e[2] if e[0] < self.newest else max(e[2], paused) for e in self.in_flight.values()]
-        return min(dues + [self.last_progress + self.deadline])
+        return min([self._fires(e) for e in self.in_flight.values()] + [self.last_progress + self.deadline])
+
+    def _fires(self, entry) -> int:
+        """When the timer of an in-flight ``entry`` runs out: at its due time if a later packet's result has
+        come (it is lost or waits on a loss), else not before the results have paused."""
+        if entry[0] < self.newest:
+            return entry[2]
+        return max(entry[2], self.last_progress + (self.timeout >> PAUSE_SHIFT))
 
     def tick(self, now: int) -> list:
         """Resend every packet whose wait is over once a later packet's result has come or the results have
@@ -686,9 +691,8 @@ class WorkerModel:
             self.status = "timeout"
             return []
         out = []
-        paused = now >= self.last_progress + (self.timeout >> PAUSE_SHIFT)
         for entry in self.in_flight.values():
-            if entry[2] <= now and (paused or entry[0] < self.newest):
+            if self._fires(entry) <= now:
                 entry[1] += 1
                 entry[2] = now + (self.timeout << min(entry[1], self.backoff_max))
                 out.append(self._packet(entry[0], now, retransmit=True))

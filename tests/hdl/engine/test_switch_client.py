@@ -3,7 +3,8 @@ sends its packets in order as their slots free up, writes each result where it b
 result (docs/in_network.md, "The worker": a result is taken only if it answers the packet in flight in its
 slot), even when the copy comes right behind the original and the slot's next packet launched meanwhile; and
 sends again what the switch asks for, by an agg_nack or by a gap in the numbers of its frames (docs/in_network.md,
-"Losses"); and sends a packet again on its timer only once its results have stopped."""
+"Losses"); and sends a packet again on its timer only once a later packet's result has come or its results
+have paused."""
 
 from amaranth import Elaboratable, Module
 from amaranth.lib import wiring
