@@ -69,6 +69,15 @@ def seq_gap(last: int, seq: int) -> int:
     return d - 1 if 0 < d < SEQ_MOD // 2 else -1
 
 
+def take_number(last, seq: int) -> tuple:
+    """A frame numbered ``seq`` taken after the newest so far, ``last`` (None: none yet): (the newest number
+    now, whether the frame just before this one was lost). A copy or an older frame leaves the newest."""
+    if last is None:
+        return seq, False
+    gap = seq_gap(last, seq)
+    return (last if gap < 0 else seq), gap >= 1
+
+
 def frame_stride(frame_bytes: int, width: int) -> int:
     """log2 of the beats of W bits (rounded up to a power of two) that a frame of ``frame_bytes`` bytes of
     payload takes in a frame store."""

@@ -137,7 +137,8 @@ def switch_regmap(ports: int = MAX_SWITCH_PORTS, jobs: int = MAX_SWITCH_JOBS) ->
         reg(f"JOB_DROP_{reason.name.upper()}", "ro", 0, f"Job entry k: its frames dropped for `{reason.name}`.",
             count=jobs, reserve=MAX_SWITCH_JOBS)
     reg("JOB_NACKS", "ro", 0, "Job entry k: contributions found lost on a worker's link (a gap in its numbered "
-        "frames) and asked for again with an `agg_nack` (docs/in_network.md, \"Losses\").", count=jobs,
+        "frames) and asked for again with an `agg_nack` (docs/in_network.md, \"Losses\"); a leaf's also counts "
+        "its asks to member 0 for partials lost on its trunk (\"Two levels\").", count=jobs,
         reserve=MAX_SWITCH_JOBS)
     reg("JOB_UP_SENT", "ro", 0, "Job entry k, a leaf's: partial sums sent up to the spine (resends included).",
         count=jobs, reserve=MAX_SWITCH_JOBS)

@@ -16,7 +16,7 @@ from hdl.switch.job_table import POOL_BITS, JobEntry
 from hdl.switch.packet_crossbar import PacketCrossbar
 from hdl.switch.result_bus import ResultBus
 from hdl.switch.switch_egress import SwitchEgress
-from hdl.switch.switch_ingress import SwitchIngress
+from hdl.switch.switch_ingress import AskRecord, SwitchIngress
 
 
 def stats_layout(ports: int, max_jobs: int) -> data.StructLayout:
@@ -162,6 +162,7 @@ class AggregationSwitch(wiring.Component):
                          en.clear_base.eq(self.cfg_clear_base), en.clear_count.eq(self.cfg_clear_count)]
             clearing.append(en.clearing)
         m.d.comb += self.clearing.eq(Cat(*clearing).any())
+        self._route_asks(m, ingress)
 
         # -- the result bus: one engine's result at a time, encoded, to all of its destination ports at once
         m.submodules.results = bus = ResultBus(W, K, N)
@@ -193,3 +194,25 @@ class AggregationSwitch(wiring.Component):
                 hits += [(en.event.valid & (en.event.job == j) & (en.event.reason == r)) for en in engines]
                 m.d.sync += st.job_drops[j][r].eq(st.job_drops[j][r] + sum(h.as_unsigned() for h in hits))
         return m
+
+    @staticmethod
+    def _route_asks(m, ingress):
+        """A leaf's asks (a spine's frame on an up port showed a partial lost: docs/in_network.md, "Two levels")
+        go to the ingress of the member's port, which queues them with its own ``agg_nack``s: one at a time,
+        through a register, from the lowest-numbered up port that has one (they are rare)."""
+        held, valid = Signal(AskRecord), Signal()
+        taken = Signal()
+        for i, ig in enumerate(ingress):
+            m.d.comb += [ig.s_ask.payload.eq(held.nack), ig.s_ask.valid.eq(valid & (held.port == i))]
+            with m.If(ig.s_ask.valid & ig.s_ask.ready):
+                m.d.comb += taken.eq(1)
+        with m.If(taken):
+            m.d.sync += valid.eq(0)
+        first = Signal()            # an ingress before this one offers an ask
+        for ig in ingress:
+            m.d.comb += ig.m_ask.ready.eq(~valid & ~first)
+            with m.If(ig.m_ask.valid & ig.m_ask.ready):
+                m.d.sync += [held.eq(ig.m_ask.payload), valid.eq(1)]
+            nxt = Signal()
+            m.d.comb += nxt.eq(first | ig.m_ask.valid)
+            first = nxt

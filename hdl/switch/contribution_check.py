@@ -40,8 +40,9 @@ PASS = len(AggDrop)
 class ContributionCheck(wiring.Component):
     """``reason``: the first failing check of docs/in_network.md's decision table, rows 1-6 (an
     ``AggDrop``: opcode, unknown_job, not_member, dtype, slot_range, count), or :data:`PASS`. A result
-    (``aggregated``) on a leaf job's up port is the spine's (docs/in_network.md, "Two levels"): its job is
-    the entry whose ``up_job`` it names, its worker must be the entry's ``up_worker``. ``record``:
+    (``aggregated``) or an ``agg_nack`` on a leaf job's up port is the spine's (docs/in_network.md, "Two
+    levels"): its job is the entry whose ``up_job`` it names, its worker must be the entry's
+    ``up_worker`` (``record.down`` marks a result; the caller tells an ``agg_nack`` by its opcode). ``record``:
     the contribution's routing record, both :data:`LATENCY` cycle after ``header``, ``port`` and ``jobs``.
     The job table has ``max_jobs`` entries, each checked beside the others into a register (whether it is
     the frame's job, each check's verdict against it, its pool slot); the cycle after, the matching entry's
@@ -75,7 +76,8 @@ class ContributionCheck(wiring.Component):
 
         r = self.record
         codec_bits, dtype_bits = len(Value.cast(r.codec)), len(Value.cast(r.dtype))
-        down = h.opcode == FrameOpcode.aggregated       # a spine's result, if an up port is this one
+        # a spine's frame (its result, or its agg_nack for the leaf's partial), if an up port is this one
+        down = (h.opcode == FrameOpcode.aggregated) | (h.opcode == FrameOpcode.agg_nack)
         up_here = [j.enable & j.up & (j.up_port == self.port) for j in jobs]
         hit = entry_regs("hit", first_hit(m, [Mux(down, u & (j.up_job == h.job), j.enable & (j.job == h.job))
                                               for u, j in zip(up_here, jobs)], "job"))
@@ -105,7 +107,8 @@ class ContributionCheck(wiring.Component):
 
         found = Cat(*hit).any()
         fails = [
-            (R.opcode, (hq.opcode != FrameOpcode.aggregate) & ~((hq.opcode == FrameOpcode.aggregated) & spine)),
+            (R.opcode, (hq.opcode != FrameOpcode.aggregate)
+             & ~(((hq.opcode == FrameOpcode.aggregated) | (hq.opcode == FrameOpcode.agg_nack)) & spine)),
             (R.unknown_job, ~found),
             (R.not_member, ~chosen(member, 1)),
             (R.dtype, chosen(dtype_bad, 1)),

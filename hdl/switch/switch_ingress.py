@@ -5,7 +5,7 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from contract.enums import DATA_OPCODES, AggDrop, Codec, Dtype
+from contract.enums import DATA_OPCODES, AggDrop, Codec, Dtype, FrameOpcode
 from contract.in_network import SWITCH_RANK
 from contract.protocol import UDP_PORT
 from hdl.codec.decompressor import Decompressor
@@ -15,7 +15,7 @@ from hdl.stream.axis import AxiStreamSignature
 from hdl.stream.register_slice import skid_buffer
 from hdl.stream.sync_fifo import SyncFifo
 from hdl.switch.contribution_check import JOB_BITS, PASS, Contribution, ContributionCheck
-from hdl.switch.job_table import WORKER_BITS, JobEntry
+from hdl.switch.job_table import PORT_BITS, WORKER_BITS, JobEntry, pick
 
 #: a frame the checks dropped, for the counters (``job_valid``: the job was found)
 CheckEvent = data.StructLayout({"valid": 1, "job_valid": 1, "job": JOB_BITS, "reason": range(PASS + 1)})
@@ -23,6 +23,10 @@ CheckEvent = data.StructLayout({"valid": 1, "job_valid": 1, "job": JOB_BITS, "re
 #: a contribution lost on the port's link, to ask its worker for again (an ``agg_nack``)
 NackRecord = data.StructLayout({"job": JOB_BITS, "job_id": 16, "worker": WORKER_BITS, "psn": 32,
                                 "codec": Codec, "dtype": Dtype})
+
+#: a leaf's member asked for a contribution that the spine lacks the partial of (an agg_nack from the
+#: port the member is behind, ``port``)
+AskRecord = data.StructLayout({"nack": NackRecord, "port": PORT_BITS})
 
 
 def _dst_mac(tdata):
@@ -52,6 +56,13 @@ class SwitchIngress(wiring.Component):
     * Losses on the link (docs/in_network.md, "Losses"): a contribution that shows, by its number, that the
       one before it was lost (with any others) is followed by an :data:`NackRecord` on ``m_nack`` (for this
       port's egress, a queue of four) and a pulse on ``nack_event`` (with the job's entry, for the counters).
+    * A leaf job's up port (docs/in_network.md, "Two levels"): the spine's frames are numbered as a switch
+      numbers its frames to a worker. One that shows the frame before it lost (by the psn it names), and an
+      ``agg_nack`` from the spine (by its own psn, first), ask the leaf's member 0 for its contribution of
+      that psn, whose copy sends the partial up again: an :data:`AskRecord` on ``m_ask`` (a queue of four;
+      full, the ask is dropped and the members' timers remain) with a pulse on ``nack_event``. The switch
+      routes it to ``s_ask`` of the member's port, which queues it with its own ``agg_nack``s (its own
+      first).
     """
 
     def __init__(self, width: int, ports: int, max_jobs: int = 4):
@@ -69,6 +80,8 @@ class SwitchIngress(wiring.Component):
             "jobs": In(data.ArrayLayout(JobEntry, max_jobs)),
             "check_event": Out(CheckEvent),
             "m_nack": Out(stream.Signature(NackRecord)),
+            "m_ask": Out(stream.Signature(AskRecord)),
+            "s_ask": In(stream.Signature(NackRecord)),
             "nack_event": Out(data.StructLayout({"valid": 1, "job": JOB_BITS})),
             "stat_accepted": Out(32),
             "stat_drops": Out(self._parser.stat_drops.shape()),
@@ -145,10 +158,13 @@ class SwitchIngress(wiring.Component):
         m.d.sync += [waited.eq(Cat(waiting, waited[:-1]) & waiting.replicate(check.LATENCY)),
                      checked.eq(waited[-1] & waiting)]
         chk_record, chk_reason, chk_payload = Signal(Contribution), Signal.like(check.reason), Signal()
+        chk_nack = Signal()                             # the spine's agg_nack (passed only on an up port)
         m.d.sync += [chk_record.eq(check.record),
                      chk_reason.eq(check.reason),
-                     chk_payload.eq(Cat(*[header.opcode == op for op in DATA_OPCODES]).any())]
+                     chk_payload.eq(Cat(*[header.opcode == op for op in DATA_OPCODES]).any()),
+                     chk_nack.eq(header.opcode == FrameOpcode.agg_nack)]
         passed = chk_reason == PASS
+        to_engine = passed & ~chk_nack
         # the worker's contributions are numbered (``chunk``) and name the psn of the one before (``reserved``):
         # a number past the newest by two or more shows that the one just before this one was lost on the link
         # (with any others missing), and the worker is asked for it (a record for the egress of this port; a
@@ -160,29 +176,46 @@ class SwitchIngress(wiring.Component):
         nack = Signal(NackRecord)
         m.d.comb += [nack.job.eq(chk_record.job), nack.job_id.eq(chk_record.job_id), nack.worker.eq(chk_record.worker),
                      nack.psn.eq(header.reserved), nack.codec.eq(chk_record.codec), nack.dtype.eq(chk_record.dtype),
-                     nq.w_data.eq(nack), self.m_nack.payload.eq(nq.r_data), self.m_nack.valid.eq(nq.r_rdy),
+                     self.m_nack.payload.eq(nq.r_data), self.m_nack.valid.eq(nq.r_rdy),
                      nq.r_en.eq(self.m_nack.ready)]
         took = parser.m_meta.valid & parser.m_meta.ready & passed
         m.d.comb += numbers.take.eq(took)
-        # (the spine's results are numbered too; a gap in them is left to the members' timers)
-        asks = took & numbers.lost & ~chk_record.down
-        m.d.comb += [nq.w_en.eq(asks), self.nack_event.valid.eq(asks),
-                     self.nack_event.job.eq(chk_record.job)]
+        spine = chk_record.down | chk_nack
+        asks = took & numbers.lost & ~spine
+        # a leaf's member asked, through this port's queue: its own agg_nacks first
+        m.d.comb += [self.s_ask.ready.eq(~asks & nq.w_rdy), nq.w_en.eq(asks | self.s_ask.valid & self.s_ask.ready),
+                     nq.w_data.eq(Mux(asks, nack, self.s_ask.payload))]
+        # the spine's frames on an up port: an agg_nack asks member 0 for its psn, then (a second record, the
+        # cycle after) for the psn a gap names; a result for the psn a gap names
+        m.submodules.ask_q = aq = SyncFifo(width=AskRecord.size, depth=4)
+        entry = pick([self.jobs[i] for i in range(self.max_jobs)], chk_record.job)
+        ask, second = Signal(AskRecord), Signal(AskRecord)
+        ask_first = took & spine & (chk_nack | numbers.lost)
+        ask_second = Signal()
+        m.d.sync += ask_second.eq(took & chk_nack & numbers.lost)
+        m.d.comb += [ask.port.eq(entry.ports[0]), ask.nack.job.eq(chk_record.job), ask.nack.job_id.eq(entry.job),
+                     ask.nack.worker.eq(0), ask.nack.psn.eq(Mux(chk_nack, header.psn, header.reserved)),
+                     ask.nack.codec.eq(chk_record.codec), ask.nack.dtype.eq(chk_record.dtype)]
+        m.d.sync += [second.eq(ask), second.nack.psn.eq(header.reserved)]
+        m.d.comb += [aq.w_en.eq(ask_first | ask_second), aq.w_data.eq(Mux(ask_second, second, ask)),
+                     self.m_ask.payload.eq(aq.r_data), self.m_ask.valid.eq(aq.r_rdy), aq.r_en.eq(self.m_ask.ready),
+                     self.nack_event.valid.eq(asks | ask_first | ask_second),
+                     self.nack_event.job.eq(Mux(ask_second, second.nack.job, chk_record.job))]
         fed_last, out_last = Signal(), Signal()
         m.d.comb += [fed_last.eq(pay.tvalid & pay.tready & pay.tlast & feed_valid),
                      out_last.eq(o.tvalid & o.tready & o.tlast)]
         m.d.sync += inflight.eq(inflight + fed_last - out_last)
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += parser.m_meta.ready.eq(checked & (~passed | (mq.w_rdy & ((chk_record.codec == codec)
-                                                                                     | (inflight == 0)))))
+                m.d.comb += parser.m_meta.ready.eq(checked & (~to_engine | (mq.w_rdy & ((chk_record.codec == codec)
+                                                                                        | (inflight == 0)))))
                 with m.If(parser.m_meta.valid & parser.m_meta.ready):
                     m.d.sync += [count.eq(chk_record.count), first.eq(1), has_payload.eq(chk_payload)]
                     m.d.comb += [self.check_event.valid.eq(~passed),
                                  self.check_event.job_valid.eq(chk_reason > AggDrop.unknown_job),
                                  self.check_event.job.eq(chk_record.job),
                                  self.check_event.reason.eq(chk_reason)]
-                    with m.If(passed):
+                    with m.If(to_engine):
                         m.d.comb += [mq.w_en.eq(1), mq.w_data.eq(chk_record)]
                         m.d.sync += codec.eq(chk_record.codec)
                         m.next = "FEED"

@@ -37,8 +37,8 @@ from contract.in_network import (
     is_power_of_two,
     link_seed,
     psn_newer,
-    seq_gap,
     slot_of,
+    take_number,
     threshold,
     tree_groups,
 )
@@ -391,17 +391,14 @@ class SwitchModel:
         (``prev``): a number past the newest by two or more shows that the frame just before this one was
         lost on the link (with any others missing), and the worker is asked for it again at once (an
         ``agg_nack``); the others missing are left to the workers' timers."""
-        last, self.rx_seq[port] = self.rx_seq[port], a.seq
-        if last is None:
-            return []
-        gap = seq_gap(last, a.seq)
-        if gap < 0:
-            self.rx_seq[port] = last            # an older copy: the newest stays
-        if gap < 1:
-            return []
+        self.rx_seq[port], lost = take_number(self.rx_seq[port], a.seq)
+        return self._ask(port, a.worker, a.prev, job, index) if lost else []
+
+    def _ask(self, port: int, worker: int, psn: int, job: Job, index: int) -> list:
+        """An ``agg_nack`` to ``worker`` of ``job`` (behind ``port``): its contribution of ``psn`` again."""
         self.job_counters[index].nacks += 1
-        slot, s = slot_of(a.prev, job.window)
-        return [(port, Agg(FrameOpcode.agg_nack, job.job, a.worker, slot, s, a.prev, 0, 0, Codec[job.codec],
+        slot, s = slot_of(psn, job.window)
+        return [(port, Agg(FrameOpcode.agg_nack, job.job, worker, slot, s, psn, 0, 0, Codec[job.codec],
                            Dtype[job.dtype], b""))]
 
     def _number(self, out: list) -> list:
@@ -461,12 +458,15 @@ class SwitchModel:
 
     def _from_spine(self, port: int, a: Agg) -> list:
         """A frame from the spine on a leaf job's up port: its result for a round this leaf sent up is taken
-        once, kept to answer the members' resends, and multicast to them. Anything else is dropped and
-        counted, an ``agg_nack`` included (a lost partial is sent again when a member's timer resends its
-        contribution: docs/in_network.md, "Two levels")."""
+        once, kept to answer the members' resends, and multicast to them. The spine's frames are numbered
+        as a switch numbers its frames to a worker: one that shows the frame before it lost, and an
+        ``agg_nack`` (the spine lacks the leaf's partial of its psn), make the leaf ask its member 0 for its
+        contribution of that psn (an ``agg_nack``: docs/in_network.md, "Two levels"), whose copy sends the
+        partial up again (or, once the result came, is answered with it); the ``agg_nack``'s own psn first.
+        Anything else is dropped and counted."""
         leaf = [i for i, j in enumerate(self.jobs) if j is not None and j.up_port == port]
-        if not leaf or a.opcode != FrameOpcode.aggregated:      # a switch takes contributions, and results
-            return self._drop(AggDrop.opcode)                   # from the spine on an up port
+        if not leaf:                                            # a switch takes contributions, and the
+            return self._drop(AggDrop.opcode)                   # spine's frames on an up port
         index = next((i for i in leaf if self.jobs[i].up_job == a.job), None)
         if index is None:
             return self._drop(AggDrop.unknown_job)
@@ -474,18 +474,22 @@ class SwitchModel:
         bad = self._check(a, job, a.worker != job.up_worker)
         if bad is not None:
             return self._drop(bad, index)
+        self.rx_seq[port], lost = take_number(self.rx_seq[port], a.seq)
+        asked = self._ask(job.ports[0], 0, a.prev, job, index) if lost else []
+        if a.opcode == FrameOpcode.agg_nack:
+            return self._ask(job.ports[0], 0, a.psn, job, index) + asked
         st = self.pool[job.slot_base + a.slot][a.set]
         if st.psn != a.psn or st.count < job.workers:
-            return self._drop(AggDrop.stale, index)
+            return asked + self._drop(AggDrop.stale, index)
         if a.offset != st.offset or a.count != st.elements:
-            return self._drop(AggDrop.count, index)
+            return asked + self._drop(AggDrop.count, index)
         if st.result is not None:
-            return self._drop(AggDrop.duplicate, index)
+            return asked + self._drop(AggDrop.duplicate, index)
         # taken as the leaf's accumulator takes it: decoded, summed alone (exact), rounded and encoded again,
         # which gives back what a spine sends (every codec re-encodes its own output unchanged)
         st.result = self._encode(job, reduce_bits(self._decode(job, a)[None], job.dtype))
         jc.down += 1
-        return self._multicast(job, a.slot, a.set, st)
+        return asked + self._multicast(job, a.slot, a.set, st)
 
     @staticmethod
     def _decode(job, a):
@@ -620,11 +624,8 @@ class WorkerModel:
             # the one before: a gap shows that one lost on the link, and the worker sends its contribution of
             # that psn again (the switch answers a copy for a complete round with the stored result, and
             # absorbs it into a round that waits for it); any others missing are left to the timers
-            last, self.rx_seq = self.rx_seq, a.seq
-            gap = None if last is None else seq_gap(last, a.seq)
-            if gap is not None and gap < 0:
-                self.rx_seq = last
-            if gap is not None and gap >= 1:
+            self.rx_seq, lost = take_number(self.rx_seq, a.seq)
+            if lost:
                 asked += self._resend(a.prev, now)
         if a.opcode == FrameOpcode.agg_nack:
             return asked

@@ -508,15 +508,50 @@ def test_a_leaf_sends_its_round_up_and_multicasts_the_spines_result():
     assert (jc.absorbed, jc.completed, jc.up, jc.down, jc.unicast) == (2, 1, 2, 1, 1)
 
 
-def test_a_leaf_drops_the_spines_nacks_and_leaves_trunk_losses_to_the_members_timers():
+def _asks(out):
+    """The agg_nacks among a switch's frames: (port, worker, psn)."""
+    return [(p, r.worker, r.psn) for p, r in out if r.opcode == FrameOpcode.agg_nack]
+
+
+def test_a_spines_nack_makes_the_leaf_ask_its_member_0_whose_copy_sends_the_partial_up_again():
     sw = _leaf(window=4)
     for w in (0, 1):
         sw.contribute(w, _contribution(w, 1, np.ones(16, np.float32), window=4))
-    assert sw.contribute(2, _from_spine(1, [], seq=0, window=4, opcode=FrameOpcode.agg_nack)) == []
-    assert sw.drops["opcode"] == 1 and sw.job_counters[0].up == 1
-    # a member's timer resends: the partial goes up again
-    out = sw.contribute(1, _contribution(1, 1, np.ones(16, np.float32), window=4, retransmit=True))
+    # the spine lacks the partial of packet 1: the leaf asks member 0 (port 0) for its contribution of it
+    out = sw.contribute(2, _from_spine(1, [], seq=0, window=4, opcode=FrameOpcode.agg_nack))
+    assert _asks(out) == [(0, 0, 1)] and len(out) == 1
+    nack = out[0][1]
+    assert (nack.job, nack.slot, nack.set, nack.seq) == (7, 1, 0, 0)        # the leaf's job, numbered to port 0
+    assert sw.drops["opcode"] == 0 and sw.job_counters[0].nacks == 1 and sw.job_counters[0].up == 1
+    # the member's copy: the partial goes up again
+    out = sw.contribute(0, _contribution(0, 1, np.ones(16, np.float32), window=4, retransmit=True))
     assert [(p, r.opcode, r.psn, r.retransmit) for p, r in out] == [(2, FrameOpcode.aggregate, 1, True)]
+
+
+def test_a_gap_in_the_spines_frames_makes_the_leaf_ask_for_the_one_lost():
+    """The spine's frames to the leaf are numbered: a result (or an agg_nack) that shows the one before it
+    lost makes the leaf ask member 0 for the lost frame's psn (the answer to a lost result and to a lost
+    agg_nack alike); an agg_nack that shows a loss asks for its own psn first. A copy asks for nothing."""
+    sw = _leaf(window=4)
+    for g in (0, 1, 2):
+        for w in (0, 1):
+            sw.contribute(w, _contribution(w, g, np.ones(16, np.float32), window=4))
+    out = sw.contribute(2, _from_spine(0, np.full(16, 2.0), seq=0, window=4))
+    assert _asks(out) == [] and [p for p, _ in out] == [0, 1]
+    # frame 1 (the result of packet 1) lost: frame 2, the result of packet 2, names it
+    out = sw.contribute(2, _from_spine(2, np.full(16, 2.0), seq=2, prev=1, window=4))
+    assert _asks(out) == [(0, 0, 1)] and [p for p, r in out if r.opcode == FrameOpcode.aggregated] == [0, 1]
+    assert sw.contribute(2, _from_spine(2, np.full(16, 2.0), seq=2, prev=1, window=4)) == []     # a copy
+    assert sw.drops["duplicate"] == 1
+    # an agg_nack for packet 2 that shows frame 3 lost (it named packet 0): packet 2 first, then packet 0
+    out = sw.contribute(2, _from_spine(2, [], seq=4, prev=0, window=4, opcode=FrameOpcode.agg_nack))
+    assert _asks(out) == [(0, 0, 2), (0, 0, 0)] and sw.job_counters[0].nacks == 3
+    # member 0's copy of packet 1 (whose result was lost): the partial goes up again
+    out = sw.contribute(0, _contribution(0, 1, np.ones(16, np.float32), window=4, retransmit=True))
+    assert [(p, r.opcode, r.psn) for p, r in out] == [(2, FrameOpcode.aggregate, 1)]
+    # an agg_nack on a member's port is still no frame for a switch
+    assert sw.contribute(1, _from_spine(1, [], seq=0, window=4, opcode=FrameOpcode.agg_nack)) == []
+    assert sw.drops["opcode"] == 1
 
 
 @pytest.mark.parametrize("case, reason", [

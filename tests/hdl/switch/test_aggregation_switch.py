@@ -295,3 +295,38 @@ def test_a_leaf_frame_by_frame_against_the_model(dut, rng, codec):
     assert stats["updown"] == [(c.up, c.down) for c in sw.job_counters]
     assert stats["job_drops"] == [c.drops for c in sw.job_counters]
     assert stats["parser"] == [{k: v for k, v in c.parser_drops.items() if v} for c in sw.port_counters]
+
+
+def test_a_leaf_asks_member_0_for_what_its_trunk_lost(dut, rng):
+    """The spine's frames to a leaf are numbered (docs/in_network.md, "Two levels"): a result that shows the
+    one before it lost, and the spine's agg_nack (the leaf's partial lost on the way up; its own psn first,
+    then the one a gap names), make the leaf ask its member 0 for that psn (an agg_nack on member 0's port,
+    numbered there with the results), and member 0's copy sends the partial up again. Every frame out equals
+    the model's, and so do the counters (``job_nacks``)."""
+    job = inn.Job(7, (1, 0), 4, slot_base=4, packet=32, up_port=2, up_job=9, up_worker=3)
+    sw = model_switch([None, job])
+    frames = []
+    vals = {(w, g): rng.standard_normal(32) for w in (0, 1) for g in range(4)}
+    for g in range(4):
+        for w in (1, 0):
+            frames.append(contribution(sw, job, w, g, vals[w, g]))
+    result = {g: rng.standard_normal(32).astype(np.float32) for g in range(4)}
+    frames.append(spine_result(sw, job, 0, result[0], 0))
+    frames.append(spine_result(sw, job, 2, result[2], 2, prev=1))        # frame 1 (packet 1's result) lost
+    frames.append(contribution(sw, job, 0, 1, vals[0, 1], retransmit=True))    # member 0's copy: up again
+    frames.append(spine_result(sw, job, 1, result[1], 3, prev=2))
+    frames.append(spine_result(sw, job, 3, [], 4, opcode=FrameOpcode.agg_nack, count=0, payload=b"", prev=1))
+    frames.append(contribution(sw, job, 0, 3, vals[0, 3], retransmit=True))
+    frames.append(spine_result(sw, job, 3, result[3], 6, prev=0))          # frame 5 lost: it named packet 0
+    frames.append(spine_result(sw, job, 3, result[3], 6, prev=0))          # a copy: no ask, a duplicate
+    want = [sorted(sw.receive(port, f)) for port, f in frames]
+    asks = [(i, p, proto.Ainic(fr[42:74])) for i, w in enumerate(want) for p, fr, _ in w
+            if proto.Ainic(fr[42:74]).opcode == FrameOpcode.agg_nack]
+    assert [(i, p, h.worker, h.job, h.psn) for i, p, h in asks] == [
+        (9, 1, 0, 7, 1), (12, 1, 0, 7, 3), (14, 1, 0, 7, 0)]
+    ups = [(i, proto.Ainic(fr[42:74]).psn) for i, w in enumerate(want) for p, fr, _ in w if p == 2]
+    assert ups[-2:] == [(10, 1), (13, 3)] and sw.job_counters[1].nacks == 3
+
+    stats = same_frames_and_counters(dut, sw, frames, want, rng)
+    assert stats["nacks"] == [c.nacks for c in sw.job_counters]
+    assert stats["updown"] == [(c.up, c.down) for c in sw.job_counters]
