@@ -193,9 +193,9 @@ class SwitchIngress(wiring.Component):
         ask_first = took & spine & (chk_nack | numbers.lost)
         ask_second = Signal()
         m.d.sync += ask_second.eq(took & chk_nack & numbers.lost)
-        m.d.comb += [ask.port.eq(entry.ports[0]), ask.nack.job.eq(chk_record.job), ask.nack.job_id.eq(entry.job),
-                     ask.nack.worker.eq(0), ask.nack.psn.eq(Mux(chk_nack, header.psn, header.reserved)),
-                     ask.nack.codec.eq(chk_record.codec), ask.nack.dtype.eq(chk_record.dtype)]
+        # (the worker-link nack's record, for the leaf's own job and its member 0)
+        m.d.comb += [ask.port.eq(entry.ports[0]), ask.nack.eq(nack), ask.nack.job_id.eq(entry.job),
+                     ask.nack.worker.eq(0), ask.nack.psn.eq(Mux(chk_nack, header.psn, header.reserved))]
         m.d.sync += [second.eq(ask), second.nack.psn.eq(header.reserved)]
         m.d.comb += [aq.w_en.eq(ask_first | ask_second), aq.w_data.eq(Mux(ask_second, second, ask)),
                      self.m_ask.payload.eq(aq.r_data), self.m_ask.valid.eq(aq.r_rdy), aq.r_en.eq(self.m_ask.ready),
