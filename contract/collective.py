@@ -35,7 +35,7 @@ def max_nodes(algorithm: str, leaves: int = None) -> int:
 
 def check(nodes: int, elements: int = None, *, codec: str = "none", dtype: str = "fp32", op: str = "allreduce",
           algorithm: str = "ring", packet: int = DEFAULT_P, width: int = DEFAULT_WIDTH, link_gbps: float = 80.0,
-          clock_mhz: float = 250.0, link_latency: int = 125, leaves: int = None) -> None:
+          clock_mhz: float = 250.0, link_latency: int = 125, leaves: int = None, switch_speedup: int = 1) -> None:
     """Raise ``ValueError`` (one sentence: the parameter, its range, the value given) unless a NIC of width
     ``width`` could run this collective (``elements`` None: any count). A collective has at least 2 ranks:
     world size 1 is legal for the hardware, and is the NIC's local copy (nothing crosses the network)."""
@@ -62,10 +62,19 @@ def check(nodes: int, elements: int = None, *, codec: str = "none", dtype: str =
         raise ValueError(f"int32 data travels uncompressed: codec must be 'none', got {codec!r}")
     if width not in NIC_WIDTHS:
         raise ValueError(f"width must be one of {', '.join(map(str, sorted(NIC_WIDTHS)))} bits, got {width!r}")
-    q = packet_quantum(width)
+    if isinstance(switch_speedup, bool) or switch_speedup not in (1, 2):
+        raise ValueError(f"switch_speedup must be 1, or 2 (the switches at twice the NICs' width), got "
+                         f"{switch_speedup!r}")
+    if switch_speedup == 2 and algorithm != "switch":
+        raise ValueError(f"switch_speedup 2 builds the aggregation switches wider: it needs algorithm 'switch', "
+                         f"got {algorithm!r}")
+    if switch_speedup == 2 and 2 * width not in NIC_WIDTHS:
+        raise ValueError(f"switch_speedup 2 builds the switches at 2 x {width} bits, wider than any supported "
+                         f"width ({', '.join(map(str, sorted(NIC_WIDTHS)))})")
+    q = packet_quantum(width * switch_speedup)        # a packet in whole beats of the NIC and of the switch
     if isinstance(packet, bool) or not isinstance(packet, int) or not (MIN_P <= packet <= MAX_P and packet % q == 0):
-        raise ValueError(f"packet must be a multiple of {q} in {MIN_P} .. {MAX_P} elements at W = {width}, "
-                         f"got {packet!r}")
+        at = f"W = {width}" + (f" (switches at {width * switch_speedup})" if switch_speedup > 1 else "")
+        raise ValueError(f"packet must be a multiple of {q} in {MIN_P} .. {MAX_P} elements at {at}, got {packet!r}")
     for name, v in (("link_gbps", link_gbps), ("clock_mhz", clock_mhz)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
             raise ValueError(f"{name} must be a positive number, got {v!r}")
@@ -94,6 +103,9 @@ ARGUMENTS = {
                                      "is two links)"),
     "leaves": (int, None, None, "switch: a two-level tree, the nodes on K leaf switches (contiguous groups) and the "
                                 "leaves on a spine (docs/in_network.md, \"Two levels\"; default: one switch)"),
+    "switch_speedup": (int, 1, (1, 2), "switch: 2 builds the aggregation switches (a tree's too) at twice the NICs' "
+                                       "width behind width converters, faster than their links as a switch chip's "
+                                       "core is (docs/in_network.md)"),
 }
 
 
@@ -101,7 +113,8 @@ def add_arguments(parser, names_=tuple(ARGUMENTS)) -> None:
     """``--nodes``, ``--elements``, ... (those of ``names_``) on an ``argparse`` parser. Their default is None
     in the namespace, so that :func:`resolve` can tell what the user gave; the help states the real one."""
     metavars = {"nodes": "N", "elements": "L", "packet": "P", "link_gbps": "GBPS", "clock_mhz": "MHZ",
-                "link_latency": "CYCLES", "leaves": "K"}
+                "link_latency": "CYCLES", "leaves": "K",
+                "switch_speedup": "{1,2}"}
     for name in names_:
         kind, default, choices, text = ARGUMENTS[name]
         parser.add_argument("--" + name.replace("_", "-"), type=kind, choices=choices, default=None,

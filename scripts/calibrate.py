@@ -19,7 +19,9 @@ and ``make bench`` run it), every result checked bit for bit against the golden 
   the datapath binds them);
 * **tree** (the in-network ALLREDUCE over two levels: 4 NICs on two leaf switches and a spine,
   docs/in_network.md, "Two levels"): fit L ∈ {262,144, 1,048,576} with the switch's points (one set of
-  constants: a tree changes the model's features, not its constants), held out L = 524,288; the same codecs.
+  constants: a tree changes the model's features, not its constants), held out L = 524,288; the same codecs;
+  and the same tree with its switches twice as wide as the NICs (``switch_speedup`` 2: the trunks too), held
+  out at L ∈ {262,144, 1,048,576}: the features the model gives a faster tree, checked on the RTL.
 
 Writes ``host_driver/perf/calibration.json`` (the points, the fitted constants per collective, versioned
 with the code, and the digest of the RTL they were measured on, ``hdl.flow.deps.timing_digest``: ``ainic
@@ -62,6 +64,8 @@ SWITCH_BENCH, SWITCH_FIT_NODES = 4, (2, 4)
 SWITCH_HELD = [(3, 1 << 17), (3, 1 << 20), (4, 1 << 19)]
 #: the tree: (nodes, leaves), its fitted and its held-out element counts
 TREE, TREE_FIT, TREE_HELD = (4, 2), (1 << 18, 1 << 20), (1 << 19,)
+#: the tree with its switches twice as wide: held out only
+TREE_X2_HELD = (1 << 18, 1 << 20)
 #: the wide NIC: one bench (N = 4), the ring's ALLREDUCE (what make bench runs on it)
 WIDE_WIDTH, WIDE_NODES, WIDE_FIT, WIDE_HELD = 1024, 4, (1 << 18, 1 << 20), (1 << 19,)
 #: the error the held-out points must stay within (issue 15)
@@ -72,16 +76,18 @@ def benches(points) -> list:
     """The (top, width) of every Verilog a set of points simulated: each cluster bench and the NIC inside."""
     out = set()
     for p in points:
-        out.add((bench_top(p["algorithm"], p["nodes"], p.get("leaves")), p["width"]))
+        out.add((bench_top(p["algorithm"], p["nodes"], p.get("leaves"), p.get("switch_speedup", 1)), p["width"]))
         out.add(("nic", p["width"]))
     return sorted(out)
 
 
-def bench_top(algorithm: str, nodes: int, leaves: int = None) -> str:
-    """The cluster bench a point runs on: a ring's own, the 4-port switch bench, a tree's."""
+def bench_top(algorithm: str, nodes: int, leaves: int = None, switch_speedup: int = 1) -> str:
+    """The cluster bench a point runs on: a ring's own, the 4-port switch bench, a tree's (as
+    ``Cluster.top`` names them)."""
+    x = f"_x{switch_speedup}" if switch_speedup > 1 else ""
     if leaves:
-        return f"tree_cluster_n{nodes}_l{leaves}"
-    return f"switch_cluster_n{SWITCH_BENCH}" if algorithm == "switch" else f"cluster_n{nodes}"
+        return f"tree_cluster_n{nodes}_l{leaves}{x}"
+    return f"switch_cluster_n{SWITCH_BENCH}{x}" if algorithm == "switch" else f"cluster_n{nodes}"
 
 
 def verilog_digests(tops) -> dict:
@@ -147,6 +153,8 @@ def sweep(algorithms=("ring", "switch")):
             out += _at(WIDE_FIT, WIDE_HELD, lambda L: Setup(SWITCH_BENCH, L, codec, algorithm="switch",
                                                             width=WIDE_WIDTH))
             out += _at(TREE_FIT, TREE_HELD, lambda L: Setup(TREE[0], L, codec, algorithm="switch", leaves=TREE[1]))
+            out += _at((), TREE_X2_HELD, lambda L: Setup(TREE[0], L, codec, algorithm="switch", leaves=TREE[1],
+                                                         switch_speedup=2))
     return out
 
 
@@ -166,7 +174,7 @@ def measure(setup: Setup) -> dict:
     cluster = Cluster(setup.nodes, "verilator", setup.width, setup.codec, packet=setup.packet,
                       link_gbps=setup.link_gbps, clock_mhz=setup.clock_mhz, link_latency=setup.link_latency,
                       algorithm=setup.algorithm, bench_nodes=SWITCH_BENCH if switch and not setup.leaves else None,
-                      leaves=setup.leaves)
+                      leaves=setup.leaves, switch_speedup=setup.switch_speedup)
     got, st = cluster.collective(setup.op, x)
     want = cluster.golden(x) if switch else MODEL_OPS[setup.op](x, setup.codec, "fp32", setup.packet)
     if not np.array_equal(got.view(np.uint32), want.view(np.uint32)):
@@ -189,7 +197,8 @@ def _measure_all(todo, workers, journal: Path, digest: str, scheduler: str = Non
     points = [asdict(s) for s, _ in todo]
     key = engine.canonical
     out = engine.run(points, measure_point, engine.Journal(journal, digest), key=key, scheduler=scheduler,
-                     workers=workers, group=lambda p: (bench_top(p["algorithm"], p["nodes"], p["leaves"]), p["width"]),
+                     workers=workers, group=lambda p: (bench_top(p["algorithm"], p["nodes"], p["leaves"], p["switch_speedup"]),
+                                                      p["width"]),
                      describe=lambda p: str(Setup(**p)), say=lambda line: print("calibrate: " + line, flush=True))
     if out["failed"]:
         raise SystemExit("calibrate: " + "; ".join(f"{k}: {v}" for k, v in out["failed"].items()))
@@ -232,7 +241,8 @@ def main(argv=None) -> int:
         pred = constants[key(s)].cycles(s.features(), s.codec)
         if p["role"] == "held_out":
             worst = max(worst, abs(pred / p["cycles"] - 1))
-        rows.append({"algorithm": s.algorithm, "op": s.op, "nodes": s.nodes, "leaves": s.leaves, "elements": s.elements,
+        rows.append({"algorithm": s.algorithm, "op": s.op, "nodes": s.nodes, "leaves": s.leaves,
+                     "switch_speedup": s.switch_speedup, "elements": s.elements,
                      "codec": s.codec, "role": p["role"], "measured_cycles": p["cycles"],
                      "predicted_cycles": round(pred), "error": round(pred / p["cycles"] - 1, 4)})
     held = [r for r in rows if r["role"] == "held_out"]

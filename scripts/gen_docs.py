@@ -205,7 +205,8 @@ def model_accuracy() -> str:
     held = [r for r in rows if r["role"] == "held_out"]
     by = {}
     for r in held:
-        k = f"{r['algorithm']} {r['op'].replace('_', '-')}" + (" over a tree" if r.get("leaves") else "")
+        k = f"{r['algorithm']} {r['op'].replace('_', '-')}" + (" over a tree" if r.get("leaves") else "") \
+            + (" of switches twice as wide" if r.get("switch_speedup", 1) > 1 else "")
         by[k] = max(by.get(k, 0.0), abs(r["error"]))
     parts = ", ".join(f"{v:.1%} ({k})" for k, v in by.items())
     return (f"The model's largest error on the {len(held)} calibration points it was not fitted to: {parts} "
@@ -220,15 +221,18 @@ def model_error_table() -> str:
     out = ["| algorithm and collective | points | fitted points: largest / mean error | held-out points: largest / mean error |",
            "|---|---|---|---|"]
     def group(r):       # a tree's points (leaves: fitted with the switch's, one set of constants) apart
-        return r["algorithm"], r["op"], r.get("leaves") or 0
-    for alg, op, leaves in sorted({group(r) for r in rows},
-                                  key=lambda k: (k[0], ["allreduce", "reduce_scatter", "allgather"].index(k[1]), k[2])):
+        return r["algorithm"], r["op"], r.get("leaves") or 0, r.get("switch_speedup", 1)
+    for alg, op, leaves, speedup in sorted(
+            {group(r) for r in rows},
+            key=lambda k: (k[0], ["allreduce", "reduce_scatter", "allgather"].index(k[1]), k[2], k[3])):
         cells = []
         for role in ("fit", "held_out"):
-            e = [abs(r["error"]) for r in rows if group(r) == (alg, op, leaves) and r["role"] == role]
+            e = [abs(r["error"]) for r in rows if group(r) == (alg, op, leaves, speedup) and r["role"] == role]
             cells.append(f"{max(e):.1%} / {sum(e) / len(e):.1%}" if e else "—")
-        n = sum(1 for r in rows if group(r) == (alg, op, leaves))
+        n = sum(1 for r in rows if group(r) == (alg, op, leaves, speedup))
         tree = f" over {leaves} leaf switches (the switch's constants)" if leaves else ""
+        if speedup > 1:
+            tree = f" over {leaves} leaf switches twice as wide as the NICs (held out only)"
         out.append(f"| {alg} {op.upper()}{tree} | {n} | {cells[0]} | {cells[1]} |")
     return "\n".join(out)
 

@@ -62,10 +62,6 @@ def add_parser(sub, formatter) -> None:
                    help="switch: slots per job, a power of two (default: the round trip over a packet's time, with half as "
                         f"much again: at least {DEFAULT_WINDOW})")
     d.add_argument("--jobs", type=int, default=1, help="switch: jobs at once, the nodes split between them")
-    d.add_argument("--switch-speedup", type=int, default=1, choices=(1, 2), metavar="{1,2}",
-                   help="switch, RTL: 2 builds the aggregation switches (a tree's too) at twice the NICs' width "
-                        "behind width converters, faster than their links as a switch chip's core is "
-                        "(docs/in_network.md)")
     d.add_argument("--retransmit-timeout", type=int, default=None, metavar="CYCLES",
                    help="cycles a sender waits for an ack (ring) or a result (switch) before it resends (doubling "
                         f"per resend; default: {RETRANSMIT_TIMEOUT}, over a tree of switches "
@@ -134,7 +130,7 @@ def run(args) -> int:
     def check():
         collective.check(n, args.elements, codec=args.codec, dtype=args.dtype, op=op, algorithm=args.algorithm,
                          packet=args.packet, width=args.width, link_gbps=args.link_gbps, clock_mhz=args.clock_mhz,
-                         link_latency=args.link_latency, leaves=args.leaves)
+                         link_latency=args.link_latency, leaves=args.leaves, switch_speedup=args.switch_speedup)
     try:
         check()             # before any array is made: --nodes 100000 is an error, not 400 GB of gradients
         x = _inputs(args, given)

@@ -66,7 +66,8 @@ def run(args) -> int:
         raise UsageError("--plot draws the speedup table of a training setup: give --preset")
     try:
         setup = cm.Setup(args.nodes, args.elements, args.codec, args.op, args.algorithm, args.packet, args.width,
-                         args.link_gbps, args.clock_mhz, args.link_latency, leaves=args.leaves)
+                         args.link_gbps, args.clock_mhz, args.link_latency, leaves=args.leaves,
+                         switch_speedup=args.switch_speedup)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     _warn_if_stale()
@@ -74,13 +75,16 @@ def run(args) -> int:
     f = setup.features()
     bound = setup.bound_cycles()
     result = {"nodes": setup.nodes, "elements": setup.elements, "codec": setup.codec, "op": setup.op,
-              "algorithm": setup.algorithm, "leaves": setup.leaves, "packet": setup.packet, "width": setup.width,
+              "algorithm": setup.algorithm, "leaves": setup.leaves,
+              "switch_speedup": setup.switch_speedup, "packet": setup.packet, "width": setup.width,
               "link_gbps": setup.link_gbps, "clock_mhz": setup.clock_mhz, "link_latency": setup.link_latency,
               "cycles": cycles, "time_us": cycles / setup.clock_mhz,
               "bound_cycles": round(f["wire"]), "datapath_bound_cycles": round(f["datapath"]),
               "efficiency": f["wire"] / cycles, "binding_efficiency": bound / cycles,
               "model": "calibrated on the RTL (host_driver/perf/calibration.json; docs/performance.md)"}
     tree = f" over {setup.leaves} leaf switches and a spine" if setup.leaves else ""
+    if setup.switch_speedup > 1:
+        tree += f", switch{'es' if setup.leaves else ''} at {setup.width * setup.switch_speedup} bits"
     print(f"{setup.algorithm} {setup.op}{tree}, N = {setup.nodes}, {setup.elements:,} elements, {setup.codec}, "
           f"W = {setup.width}, {setup.link_gbps:g} Gb/s: {cycles:,} cycles = {result['time_us']:,.1f} us at "
           f"{setup.clock_mhz:g} MHz (link bound {result['bound_cycles']:,}, datapath bound "

@@ -13,8 +13,9 @@ latency a hop:
   models' bounds: :func:`~host_driver.models.allreduce.ring_bound_cycles`,
   :func:`~host_driver.models.in_network.bound_cycles`);
 * datapath: L / (W/32), the cycles the host side (DMA, codecs, reduction) needs at one beat a cycle (a
-  two-level tree of switches, ``leaves``: twice that, a leaf's result bus carrying every packet up and down;
-  its hop is four links, a member's and a trunk each way);
+  two-level tree of switches, ``leaves``: twice that, a leaf's result bus carrying every packet up and down,
+  unless the switches are twice as wide as the NICs, ``switch_speedup`` 2; its hop is four links, a member's
+  and a trunk each way);
 * chunk: (L/N) / (W/32), a chunk's beats: what does not overlap at the ends of the run.
 
 Two bounds race: the link (β_c ≥ 1: how far it falls short of its rate) and the datapath (γ_c ≥ 1), each
@@ -66,12 +67,13 @@ class Setup:
     link_latency: int = 125          # cycles per link
     fabric: str = None               # ring: NICs linked in a ring (one link a hop) or through a switch (two)
     leaves: int = None               # switch: a two-level tree of K leaf switches and a spine (None: one switch)
+    switch_speedup: int = 1          # switch: 2, the switches at twice the NICs' width (a tree's leaves keep up)
 
     def __post_init__(self):
         # the check ainic demo's cluster makes too: what a NIC could run
         collective.check(self.nodes, self.elements, codec=self.codec, op=self.op, algorithm=self.algorithm,
                          packet=self.packet, width=self.width, link_gbps=self.link_gbps, clock_mhz=self.clock_mhz,
-                         link_latency=self.link_latency, leaves=self.leaves)
+                         link_latency=self.link_latency, leaves=self.leaves, switch_speedup=self.switch_speedup)
         if self.fabric not in (None, "ring", "switch") or (self.algorithm == "switch" and self.fabric == "ring"):
             raise ValueError(f"fabric must be None, 'ring' or 'switch' (switch: 'switch'), got {self.fabric!r}")
 
@@ -102,8 +104,9 @@ class Setup:
             steps = 1
             wire = inn.bound_cycles(self.elements, self.packet, self.codec, self.link_bytes_per_cycle)
         # a tree's leaf switch reads and encodes every packet twice (its partial up, the spine's result down) on
-        # one result bus that takes a packet's time each (docs/in_network.md, "Two levels")
-        datapath = self.elements / lanes * (2 if self.leaves else 1)
+        # one result bus that takes a packet's time each (docs/in_network.md, "Two levels"): at the NICs' width
+        # twice the NIC's datapath; a switch twice as wide takes each in half the time, and the NIC's binds
+        datapath = self.elements / lanes * (2 // self.switch_speedup if self.leaves else 1)
         return {"steps": steps, "hop": self.link_latency * self.links_per_hop, "wire": wire,
                 "datapath": datapath, "chunk": self.elements / self.nodes / lanes}
 

@@ -127,7 +127,8 @@ def check(p: dict) -> None:
     """ValueError unless point ``p`` is one a NIC could run (the checks every command shares)."""
     collective.check(p["nodes"], p["elements"], codec=p["codec"], dtype=p["dtype"], op=p["op"],
                      algorithm=p["algorithm"], packet=p["packet"], width=p["width"], link_gbps=p["link_gbps"],
-                     clock_mhz=p["clock_mhz"], link_latency=p["link_latency"], leaves=p["leaves"])
+                     clock_mhz=p["clock_mhz"], link_latency=p["link_latency"], leaves=p["leaves"],
+                     switch_speedup=p["switch_speedup"])
     for name in ("drop", "dup", "corrupt"):
         if not 0.0 <= p[name] <= 1.0:
             raise ValueError(f"{name} must be a probability in 0 .. 1, got {p[name]!r}")

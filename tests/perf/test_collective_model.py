@@ -50,6 +50,17 @@ def test_features_follow_the_golden_models_bounds():
     tree = cm.Setup(4, 1 << 20, "bfp8", algorithm="switch", leaves=2)
     assert tree.features() == {**sw, "hop": 4 * 125, "datapath": 2 * sw["datapath"]}
     assert tree.bound_cycles() == 2 * (1 << 20) / 16
+    # switches twice as wide as the NICs: a leaf's result bus takes each packet in half the time, so the NIC's
+    # own datapath binds again (the RTL: 4 NICs over two leaves, W = 512, bfp8, 66,372 cycles against 131,478);
+    # one switch twice as wide changes nothing loss-free
+    fast = cm.Setup(4, 1 << 20, "bfp8", algorithm="switch", leaves=2, switch_speedup=2)
+    assert fast.features() == {**tree.features(), "datapath": sw["datapath"]}
+    assert cm.Setup(4, 1 << 20, "bfp8", algorithm="switch", switch_speedup=2).features() == sw
+    assert cm.predict(fast) < 0.6 * cm.predict(tree)
+    with pytest.raises(ValueError, match="needs algorithm 'switch'"):
+        cm.Setup(4, 100, switch_speedup=2)
+    with pytest.raises(ValueError, match="wider than any supported width"):
+        cm.Setup(4, 100, algorithm="switch", width=1024, switch_speedup=2)
     assert cm.Setup(240, 1 << 20, "bfp8", algorithm="switch", leaves=16).features()["hop"] == 500
     with pytest.raises(ValueError, match="needs algorithm 'switch'"):
         cm.Setup(4, 100, leaves=2)

@@ -153,10 +153,13 @@ def test_switch_timeout_is_an_exception_naming_the_ranks(rng):
     (dict(jobs=2), "jobs > 1 needs algorithm='switch'"),
     (dict(algorithm="switch", faults={"drop": 2}), r"probability must be in \[0, 1\]"),
     (dict(algorithm="switch", faults={"loss": 0.1}), "unknown keys"),
-    (dict(algorithm="switch", switch_speedup=2), "switch_speedup is 1, or 2 for the switch algorithm on the RTL"),
-    (dict(backend="verilator", switch_speedup=2), "switch_speedup is 1, or 2 for the switch algorithm"),
-    (dict(backend="verilator", algorithm="switch", switch_speedup=3), "switch_speedup is 1, or 2"),
+    (dict(algorithm="switch", switch_speedup=2), "the model backend has no switch to build"),
+    (dict(backend="verilator", switch_speedup=2), "it needs algorithm 'switch', got 'ring'"),
+    (dict(backend="verilator", algorithm="switch", switch_speedup=3), r"switch_speedup must be 1, or 2 .*got 3"),
+    (dict(backend="verilator", algorithm="switch", switch_speedup=True), r"switch_speedup must be 1, or 2 .*got True"),
     (dict(backend="verilator", algorithm="switch", width=1024, switch_speedup=2), "wider than any supported"),
+    (dict(backend="verilator", algorithm="switch", packet=48, switch_speedup=2),
+     r"packet must be a multiple of 32 .* at W = 512 \(switches at 1024\), got 48"),
 ])
 def test_switch_arguments_are_checked(kwargs, message):
     with pytest.raises(ValueError, match=message):
