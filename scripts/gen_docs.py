@@ -204,7 +204,8 @@ def model_accuracy() -> str:
     rows = _load("model_error.json")["rows"]
     held = [r for r in rows if r["role"] == "held_out"]
     by = {}
-    for r in held:
+    for r in sorted(held, key=lambda r: (r["algorithm"], ["allreduce", "reduce_scatter", "allgather"].index(r["op"]),
+                                         r.get("leaves") or 0, r.get("switch_speedup", 1))):
         k = f"{r['algorithm']} {r['op'].replace('_', '-')}" + (" over a tree" if r.get("leaves") else "") \
             + (" of switches twice as wide" if r.get("switch_speedup", 1) > 1 else "")
         by[k] = max(by.get(k, 0.0), abs(r["error"]))
@@ -319,19 +320,22 @@ def switch_measured() -> str:
                        f"{r['speedup_over_ring']:.2f}x | {0.95 * r['ring_bound_ratio']:.3f}x |")
     losses = sorted({r["loss_per_link"] for k, r in sw.items() if "_loss" in k and k.endswith(tuple(
         f"_w512_loss{p:g}" for p in (1e-4, 1e-3, 1e-2)))})
-    rows = []
+    rows, tree = [], False
     for n in (4, 8):
         for codec in ("none", "bfp8"):
-            for suffix, switch in (("", "as its links"), ("_x2", "twice as wide")):
+            for suffix, switch in (("", "as its links"), ("_x2", "twice as wide"),
+                                   ("_x2_l2", "a tree of two leaves and a spine, twice as wide")):
                 got = {p: sw.get(f"n{n}_{codec}_L1048576_w512{suffix}_loss{p:g}") for p in losses}
                 if any(got.values()):
+                    tree |= suffix.endswith("_l2")
                     rows.append(f"| {n} | {codec} | {switch} | " + " | ".join(
                         "—" if r is None else f"{r['relative_to_lossless']:.3f} ({r['retransmissions']:,} resent)"
                         for r in got.values()) + " |")
     if rows:
         out += ["", "Under loss on every link, both ways (W = 512, the links' seeded drop), efficiency as a share of the "
                 "loss-free run's (`results/switch_loss.png`), with the switch as wide as its links and twice as wide "
-                "(`switch_speedup` 2):", "",
+                "(`switch_speedup` 2)" + (", and N = 8 over a tree of switches twice as wide (every link and trunk "
+                                          "lossy)" if tree else "") + ":", "",
                 "| N | codec | switch | " + " | ".join(f"{p:.2%} lost" for p in losses) + " |",
                 "|---|---|---|" + "---|" * len(losses)] + rows
     return "\n".join(out)
