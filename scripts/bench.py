@@ -103,8 +103,9 @@ def switch_bench(results, args):
     NIC's datapath bound; the ring all-reduce with the same codec on the same fabric (the NICs' ring frames
     forwarded by MAC through the same switch: one build, the same links), and the speedup; at the smallest
     N, efficiency at 0.01 %, 0.1 % and 1 % loss on every link (frames dropped on the way up and on the way
-    down), with the switch at the NICs' width and at twice it (``switch_speedup`` 2: keys ``..._x2``). Every
-    result checked bit for bit against the golden model. Writes results/switch_loss.png."""
+    down), with the switch at the NICs' width and at twice it (``switch_speedup`` 2: keys ``..._x2``), and at
+    the largest N a tree of two leaf switches and a spine, twice as wide (keys ``..._x2_l2``: every link and
+    trunk lossy). Every result checked bit for bit against the golden model. Writes results/switch_loss.png."""
     from hdl.flow.deps import timing_digest
     from host_driver.sweep import engine
     res = results.setdefault("switch_allreduce", {}).setdefault("verilator", {})
@@ -118,25 +119,30 @@ def switch_bench(results, args):
         if args.width != WIDE_WIDTH:    # and the switch twice as wide as its links (loss-free first: the base)
             cases += [(n, c, p, args.width, 2) for n in nodes for c in ("none", "bfp8") if c in codecs
                       for p in (0.0, 1e-4, 1e-3, 1e-2)]
+            cases += [(max(nodes), c, p, args.width, 2, 2) for c in ("none", "bfp8") if c in codecs
+                      for p in (0.0, 1e-3, 1e-2)]
     if args.width != WIDE_WIDTH and not args.no_wide:       # then the wide NIC (the largest builds)
         cases += [(n, c, 0.0, WIDE_WIDTH) for n in nodes for c in codecs]
     # on the sweep engine (host_driver/sweep/engine.py): a case a worker, each bench built by its first case;
     # each case journaled as it completes (run again on the same RTL, only the missing cases run)
-    # (a point names its speedup only when it has one: the journal's keys of the others stay as they were)
+    # (a point names its speedup and leaves only when it has them: the journal's keys of the others stay)
     points = [{"nodes": n, "codec": c, "loss": p, "width": w, "elements": L, "clock_mhz": args.clock_mhz,
-               **({"speedup": s[0]} if s else {})} for n, c, p, w, *s in cases]
+               **({"speedup": s[0]} if s else {}), **({"leaves": s[1]} if len(s) > 1 else {})}
+              for n, c, p, w, *s in cases]
     key = engine.canonical
     out = engine.run(points, switch_case, engine.Journal(build_dir() / "bench_switch_cases.jsonl", timing_digest()),
-                     key=key, group=lambda p: (p["nodes"], p["width"], p.get("speedup", 1)),
+                     key=key, group=lambda p: (p["nodes"], p["width"], p.get("speedup", 1), p.get("leaves")),
                      scheduler=args.scheduler, workers=args.sim_workers,
                      describe=lambda p: (f"N={p['nodes']} {p['codec']} W={p['width']} loss={p['loss']:g}"
-                                         + (f" switch x{p['speedup']}" if "speedup" in p else "")),
+                                         + (f" switch x{p['speedup']}" if "speedup" in p else "")
+                                         + (f" over {p['leaves']} leaves" if "leaves" in p else "")),
                      say=lambda line: print("bench: switch: " + line, flush=True))
     if out["failed"]:
         raise RuntimeError(f"switch bench: cases failed: {out['failed']}")
     for p in points:                    # loss-free cases first in ``cases``: each loss case finds its base
         entry = dict(out["results"][key(p)])
-        k = f"n{p['nodes']}_{p['codec']}_L{L}_w{p['width']}" + (f"_x{p['speedup']}" if "speedup" in p else "")
+        k = f"n{p['nodes']}_{p['codec']}_L{L}_w{p['width']}" + (f"_x{p['speedup']}" if "speedup" in p else "") \
+            + (f"_l{p['leaves']}" if "leaves" in p else "")
         if p["loss"]:
             base = res.get(k, {}).get("efficiency")
             entry["relative_to_lossless"] = round(entry["efficiency"] / base, 4) if base else None
@@ -150,14 +156,13 @@ def switch_case(p: dict) -> dict:
     loss-free at the switch's own width, the ring's on the same fabric and the speedup."""
     import numpy as np
 
-    from host_driver.models import in_network as inn
     from host_driver.sim.cluster import MODEL_OPS, Cluster
     n, codec, loss, width, L = p["nodes"], p["codec"], p["loss"], p["width"], p["elements"]
-    switch_speedup = p.get("speedup", 1)
+    switch_speedup, leaves = p.get("speedup", 1), p.get("leaves")
     rng = np.random.default_rng(n)
     x = [rng.standard_normal(L).astype(np.float32) for _ in range(n)]
     ring = None
-    if not loss and switch_speedup == 1:
+    if not loss and switch_speedup == 1 and not leaves:
         print(f"bench: ring allreduce through the switch, verilator N={n} {codec} L={L:,} W={width} ...",
               flush=True)
         ring_cluster = Cluster(n, "verilator", width, codec, fabric="switch", clock_mhz=p["clock_mhz"])
@@ -168,22 +173,22 @@ def switch_case(p: dict) -> dict:
                 "sim_seconds": round(st.sim_seconds, 1)}
     print(f"bench: switch allreduce verilator N={n} {codec} L={L:,} W={width} loss={loss:g} ...", flush=True)
     cluster = Cluster(n, "verilator", width, codec, algorithm="switch", faults={"drop": loss, "seed": 1},
-                      clock_mhz=p["clock_mhz"], stage_trace=True, switch_speedup=switch_speedup)
+                      clock_mhz=p["clock_mhz"], stage_trace=True, switch_speedup=switch_speedup, leaves=leaves)
     got, st = cluster.allreduce(x)
     trace = st.stage_trace[0]        # rank 0: each stage of its switch client busy (docs/in_network.md)
     entry = {
         "cycles": st.cycles, "bound_cycles": round(st.bound_cycles), "efficiency": round(st.efficiency, 4),
         "datapath_bound_cycles": st.datapath_bound_cycles,
         "binding_efficiency": round(st.binding_efficiency, 4),
-        "bit_exact": bool(np.array_equal(got.view(np.uint32), inn.allreduce(x, codec).view(np.uint32))),
+        "bit_exact": bool(np.array_equal(got.view(np.uint32), cluster.golden(x).view(np.uint32))),   # a tree's too
         "loss_per_link": loss, "retransmissions": sum(st.retransmitted_per_rank),
-        "frames_lost": sum(c["dropped"] for c in st.fault_counters["up"] + st.fault_counters["down"]),
+        "frames_lost": sum(c["dropped"] for links in st.fault_counters.values() for c in links),   # trunks too
         "frames_up": st.frames_per_link[0], "frames_down": st.down_frames_per_link[0],
         "ring_bound_ratio": round(2 * (n - 1) / n, 3),
         "rank0_busy": {k: round(v["cycles"]["busy"] / trace["cycles"], 3) for k, v in trace["stages"].items()},
         "sim_seconds": round(st.sim_seconds, 1), "sim_cycles_per_second": round(st.cycles / st.sim_seconds),
         "link_gbps": st.link_gbps, "packet": cluster.packet, "window": cluster.window,
-        "switch_speedup": switch_speedup, **at_clock(st)}
+        "switch_speedup": switch_speedup, "leaves": leaves, **at_clock(st)}
     if ring:
         entry.update(ring_same_fabric=ring, speedup_over_ring=round(ring["cycles"] / st.cycles, 3))
     return entry
@@ -418,8 +423,8 @@ def switch_cells(width: int, ports: int = 8) -> dict:
 
 def plot_loss(results, args, n):
     """results/switch_loss.png: under loss on every link, each run's efficiency as a share of its loss-free
-    efficiency: the switch at N = 4 and 8, uncompressed and bfp8 (as wide as its links, and twice: dotted),
-    and the ring at N = ``n``."""
+    efficiency: the switch at N = 4 and 8, uncompressed and bfp8 (as wide as its links, and twice: dotted; a
+    tree of switches twice as wide: dash-dotted), and the ring at N = ``n``."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -434,7 +439,8 @@ def plot_loss(results, args, n):
     drawn = False
     for nodes in (4, 8):
         for codec, style in (("none", "o"), ("bfp8", "^")):
-            for suffix, line, what in (("", "-", ""), ("_x2", ":", ", switch 2x wide")):
+            for suffix, line, what in (("", "-", ""), ("_x2", ":", ", switch 2x wide"),
+                                       ("_x2_l2", "-.", ", tree of 2 leaves 2x wide")):
                 pts = curve(sw, f"n{nodes}_{codec}_L{args.elements}_w{args.width}{suffix}")
                 if pts:
                     drawn = True
