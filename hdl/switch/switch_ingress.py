@@ -222,7 +222,8 @@ class SwitchIngress(wiring.Component):
                     with m.Else():
                         m.next = "DROP"
             with m.State("DROP"):
-                m.d.comb += pay.tready.eq(1)
+                # (a frame with no payload takes no beat: the parser's next payload may be waiting already)
+                m.d.comb += pay.tready.eq(has_payload)
                 with m.If(~has_payload | (pay.tvalid & pay.tlast)):
                     m.next = "IDLE"
             with m.State("FEED"):
