@@ -121,7 +121,9 @@ def switch_bench(results, args):
                       for p in (0.0, 1e-4, 1e-3, 1e-2)]
             cases += [(max(nodes), c, p, args.width, 2, 2) for c in ("none", "bfp8") if c in codecs
                       for p in (0.0, 1e-3, 1e-2)]
-    if args.width != WIDE_WIDTH and not args.no_wide:       # then the wide NIC (the largest builds)
+    if args.tree:                       # only the tree's cases (its loss-free one first: the base)
+        cases = [c for c in cases if len(c) > 5]
+    if args.width != WIDE_WIDTH and not args.no_wide and not args.tree:     # then the wide NIC (the largest builds)
         cases += [(n, c, 0.0, WIDE_WIDTH) for n in nodes for c in codecs]
     # on the sweep engine (host_driver/sweep/engine.py): a case a worker, each bench built by its first case;
     # each case journaled as it completes (run again on the same RTL, only the missing cases run)
@@ -543,10 +545,13 @@ def main(argv=None) -> int:
                     help="ring soak: simulations at a time (default: one per core)")
     ap.add_argument("--no-loss-sweep", action="store_true", help="ring faults and switch: skip the loss sweep")
     ap.add_argument("--no-wide", action="store_true", help="switch: skip the wide NIC (W = 1024) section")
+    ap.add_argument("--tree", action="store_true",
+                    help="switch: only the loss sweep's tree of two leaves and a spine twice as wide (keys _x2_l2)")
     ap.add_argument("--train", action="store_true",
                     help="only the training comparison (ainic train: results/train_digits.json and .png)")
     ap.add_argument("--no-train", action="store_true", help="skip the training comparison")
     args = ap.parse_args(argv)
+    args.switch = args.switch or args.tree
 
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
     before = {k: json.dumps(v, sort_keys=True) for k, v in results.items() if k != "meta"}

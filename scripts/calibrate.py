@@ -82,12 +82,12 @@ def benches(points) -> list:
 
 
 def bench_top(algorithm: str, nodes: int, leaves: int = None, switch_speedup: int = 1) -> str:
-    """The cluster bench a point runs on: a ring's own, the 4-port switch bench, a tree's (as
-    ``Cluster.top`` names them)."""
-    x = f"_x{switch_speedup}" if switch_speedup > 1 else ""
-    if leaves:
-        return f"tree_cluster_n{nodes}_l{leaves}{x}"
-    return f"switch_cluster_n{SWITCH_BENCH}{x}" if algorithm == "switch" else f"cluster_n{nodes}"
+    """The cluster bench a point runs on (``Cluster.top``'s name): a ring's own, the 4-port switch bench
+    (one switch: every N on it), a tree's."""
+    from host_driver.sim.cluster import bench_top as top
+    one_switch = algorithm == "switch" and not leaves
+    return top(SWITCH_BENCH if one_switch else nodes, "switch" if algorithm == "switch" else "ring", leaves,
+               switch_speedup)
 
 
 def verilog_digests(tops) -> dict:

@@ -63,6 +63,16 @@ WIRE_EXTRA = WIRE_OVERHEAD_BYTES    # FCS, preamble + SFD, inter-frame gap: what
 MODEL_OPS = {"allreduce": ar.allreduce, "reduce_scatter": ar.reduce_scatter, "allgather": ar.allgather}
 
 
+def bench_top(nodes: int, fabric: str = "ring", leaves: int = None, switch_speedup: int = 1) -> str:
+    """The simulation top of a cluster bench of ``nodes`` NICs: wired in a ring, each linked to the
+    aggregation switch (``fabric`` "switch"), or a tree of ``leaves`` leaf switches; ``_x2`` for switches
+    twice as wide as the links."""
+    speedup = f"_x{switch_speedup}" if switch_speedup > 1 else ""
+    if leaves:
+        return f"tree_cluster_n{nodes}_l{leaves}{speedup}"
+    return f"{'switch_' if fabric == 'switch' else ''}cluster_n{nodes}{speedup}"
+
+
 def bytes_per_cycle(link_gbps: float, clock_mhz: float) -> float:
     """A link's bytes per clock cycle."""
     return link_gbps * 1e9 / 8 / (clock_mhz * 1e6)
@@ -319,10 +329,7 @@ class Cluster:
     def top(self) -> str:
         """The simulation top an RTL backend runs: the NICs wired in a ring, or each linked to the aggregation
         switch (which also forwards the ring's frames by MAC)."""
-        speedup = f"_x{self.switch_speedup}" if self.switch_speedup > 1 else ""
-        if self.leaves:
-            return f"tree_cluster_n{self.nodes}_l{self.leaves}{speedup}"
-        return f"{'switch_' if self.fabric == 'switch' else ''}cluster_n{self.bench_nodes}{speedup}"
+        return bench_top(self.bench_nodes, self.fabric, self.leaves, self.switch_speedup)
 
     def job_ranks(self) -> list:
         """The ranks of each job: ``jobs`` contiguous groups, as even as they go (one group for a ring)."""
