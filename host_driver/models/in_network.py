@@ -129,11 +129,13 @@ def chosen_window(width: int, codec: str, packet: int, link_bytes_per_cycle: flo
     the switch (the NIC's time a packet over the switch's ``speedup``: a switch built wider than its links
     answers in less). A tree (``leaves``): the round trip crosses a trunk each way and a second switch, and a leaf's
     result bus takes a packet's time twice (its partial up, the spine's result down: "Two levels"), its own
-    time: the NIC's over the ``speedup``.
+    time: the NIC's over the ``speedup``; where that is longer than the NIC's time, the timer halves the window
+    below the default too.
     docs/in_network.md, "Sizing the window"."""
     levels = 2 if leaves else 1
     frame = (FRAME_HEADER_BYTES + nm.codec_bytes(codec, packet) + WIRE_OVERHEAD_BYTES) / link_bytes_per_cycle
-    per_packet = max(frame, packet / (width // 32), levels * packet / (width // 32) / speedup)
+    nic, leaf = max(frame, packet / (width // 32)), levels * packet / (width // 32) / speedup
+    per_packet = max(nic, leaf)
     need = WINDOW_ROUND_TRIPS * levels * (2 * latency + ROUND_TRIP_EXTRA) / per_packet
     window = max(DEFAULT_WINDOW, 1 << max(int(need) - 1, 0).bit_length())
     limit = min(MAX_NIC_WINDOW, (pool or MAX_WINDOW) // jobs)
@@ -142,7 +144,12 @@ def chosen_window(width: int, codec: str, packet: int, link_bytes_per_cycle: flo
     # timer to pass the switch times out and resends in a storm (W = 512, bfp8, N = 8, 0.1 % loss, 128 slots
     # of 16 cycles, the timer's 2,048: 45,000 resends for 142 frames lost; 64 slots: 81; the switch at twice
     # the width, 128 slots: 61 resends for 61 frames lost; docs/in_network.md)
-    while window > DEFAULT_WINDOW and window * per_packet / speedup >= timeout:
+    # a leaf's result bus slower than the NICs (a tree at the NICs' width) holds the whole window queued even
+    # with no loss: there the timer bounds the window below the default too (W = 64, bfp8, 8 NICs over two
+    # leaves, 65,536 fp32: 32 slots of 256 cycles, 369,379 cycles and 3,865 resends with no loss; 8 slots:
+    # 67,149 and none)
+    floor = 1 if leaf > nic else DEFAULT_WINDOW
+    while window > floor and window * per_packet / speedup >= timeout:
         window //= 2
     return window
 

@@ -426,6 +426,10 @@ def test_the_chosen_window_covers_the_round_trip():
     # width, once
     assert inn.chosen_window(512, "none", 256, 40.0, 125, pool=128, leaves=2, timeout=4096) == 64
     assert inn.chosen_window(512, "none", 256, 40.0, 125, pool=128, leaves=2, timeout=4096, speedup=2) == 128
+    # at W = 64 a leaf's bus takes 256 cycles a packet, the NIC 128: the window queues whole at the leaf, and the
+    # timer holds it below the default (one switch keeps the default: its bus keeps up with the NICs)
+    assert inn.chosen_window(64, "bfp8", 256, 40.0, 125, leaves=2, timeout=4096) == 8
+    assert inn.chosen_window(64, "bfp8", 256, 40.0, 125, leaves=2, timeout=4096, speedup=2) == 32
     for w, c in [(1024, "none"), (512, "none"), (512, "fp16")]:
         win = inn.chosen_window(w, c, 256, 40.0, 125)
         per = max((74 + nm.codec_bytes(c, 256) + 24) / 40.0, 256 / (w // 32))
