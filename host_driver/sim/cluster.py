@@ -238,6 +238,7 @@ class Cluster:
                 raise ValueError("dead_rank is for the ring (the switch algorithm's deadline: deadline=)")
             if isinstance(dead_rank, bool) or not isinstance(dead_rank, int) or not 0 <= dead_rank < nodes:
                 raise ValueError(f"dead_rank must be a rank in 0 .. {nodes - 1}, got {dead_rank!r}")
+        timeout_chosen = retransmit_timeout is None     # (then longer where the window's packets take it: below)
         if retransmit_timeout is None:      # a tree's leaves take a packet's time twice: a longer timer
             retransmit_timeout = inn.TREE_RETRANSMIT_TIMEOUT if leaves is not None else RETRANSMIT_TIMEOUT
         for name, v in (("retransmit_timeout", retransmit_timeout), ("deadline", deadline)):
@@ -258,6 +259,9 @@ class Cluster:
                 window = inn.chosen_window(width, codec, packet, bytes_per_cycle(link_gbps, clock_mhz),
                                            link_latency, jobs, None if backend == "model" else SWITCH_POOL,
                                            retransmit_timeout, leaves, switch_speedup)
+            if timeout_chosen:          # at least the time the window's packets take to pass the switch
+                retransmit_timeout = inn.chosen_timeout(width, codec, packet, bytes_per_cycle(link_gbps, clock_mhz),
+                                                        window, leaves, switch_speedup)
             if backend != "model" and window > MAX_NIC_WINDOW:
                 raise ValueError(f"a NIC keeps at most {MAX_NIC_WINDOW} slots in flight, got window {window}")
             if not is_power_of_two(window) or window > MAX_WINDOW:

@@ -430,6 +430,23 @@ def test_the_chosen_window_covers_the_round_trip():
     # timer holds it below the default (one switch keeps the default: its bus keeps up with the NICs)
     assert inn.chosen_window(64, "bfp8", 256, 40.0, 125, leaves=2, timeout=4096) == 8
     assert inn.chosen_window(64, "bfp8", 256, 40.0, 125, leaves=2, timeout=4096, speedup=2) == 32
+
+
+def test_the_chosen_timer_outlasts_the_window():
+    """Where the default window takes the timer or more to pass the switch (one switch at W = 64: 32 packets
+    of 128 cycles), the chosen timer is doubled past it; elsewhere it is the default (a tree's, for a tree)."""
+    assert inn.chosen_timeout(64, "bfp8", 256, 40.0, 32) == 8192
+    assert inn.chosen_timeout(64, "bfp8", 256, 40.0, 32, speedup=2) == 4096
+    assert inn.chosen_timeout(64, "bfp8", 256, 40.0, 8, leaves=2) == inn.TREE_RETRANSMIT_TIMEOUT
+    assert inn.chosen_timeout(512, "bfp8", 256, 40.0, 64) == inn.RETRANSMIT_TIMEOUT
+    assert inn.chosen_timeout(512, "none", 256, 40.0, 64, leaves=2) == inn.TREE_RETRANSMIT_TIMEOUT
+    for w, c in [(64, "none"), (512, "bfp8"), (1024, "bfp8")]:
+        for leaves in (None, 2):
+            win = inn.chosen_window(w, c, 256, 40.0, 125, pool=128, leaves=leaves,
+                                    timeout=inn.TREE_RETRANSMIT_TIMEOUT if leaves else inn.RETRANSMIT_TIMEOUT)
+            t = inn.chosen_timeout(w, c, 256, 40.0, win, leaves=leaves)
+            per = max((74 + nm.codec_bytes(c, 256) + 24) / 40.0, (2 if leaves else 1) * 256 / (w // 32))
+            assert win * per < t
     for w, c in [(1024, "none"), (512, "none"), (512, "fp16")]:
         win = inn.chosen_window(w, c, 256, 40.0, 125)
         per = max((74 + nm.codec_bytes(c, 256) + 24) / 40.0, 256 / (w // 32))

@@ -85,6 +85,21 @@ def test_lag_is_chosen_per_ring_unless_given():
     assert Cluster(8, codec="bfp8", lag=2).allreduce(x)[1].lag == 2
 
 
+def test_a_switch_job_gets_a_window_and_a_timer_unless_given():
+    """Without ``window`` or ``retransmit_timeout`` a switch job gets in_network's chosen ones (what the NICs
+    are configured with): at W = 64 one switch keeps 32 slots with a timer they take less than, a tree at the
+    NICs' width 8 slots; given ones are kept."""
+    one = Cluster(8, "verilator", 64, "bfp8", algorithm="switch")
+    assert (one.window, one.retransmit_timeout) == (32, 8192)
+    tree = Cluster(8, "verilator", 64, "bfp8", algorithm="switch", leaves=2)
+    assert (tree.window, tree.retransmit_timeout) == (8, 4096)
+    wide = Cluster(8, "verilator", 512, "bfp8", algorithm="switch")
+    assert (wide.window, wide.retransmit_timeout) == (64, 2048)
+    given = Cluster(8, "verilator", 64, "bfp8", algorithm="switch", window=16, retransmit_timeout=1000)
+    assert (given.window, given.retransmit_timeout) == (16, 1000)
+    assert Cluster(8, "verilator", 64, "bfp8", algorithm="switch", window=4).retransmit_timeout == 2048
+
+
 def test_bad_arrays():
     c = Cluster(2)
     with pytest.raises(ValueError, match="expected 2 arrays"):
