@@ -15,6 +15,7 @@ from amaranth.back import rtlil, verilog
 
 from hdl.flow import deps
 from hdl.flow.dedup import dedup
+from hdl.memory import NO_INIT
 
 _CHECKOUT = Path(__file__).resolve().parents[2]
 #: when this process loaded the export: a source changed after it may be older in memory than on disk
@@ -26,7 +27,8 @@ def _fast_meminit():
     every bit built and read back (``ModuleEmitter.emit_memory``): 60 % of exporting the 8-port switch's
     cluster bench (26 memories, 12.8 Mbit of zeros), minutes of the regression. This writes the same
     ``$meminit_v2`` cell from the rows directly; tests/flow/test_export.py checks that the RTLIL is the same
-    text as Amaranth's own. Applied to the 0.5 series only (a later Amaranth keeps its own)."""
+    text as Amaranth's own. A memory with the :data:`hdl.memory.NO_INIT` attribute gets no ``$meminit_v2``:
+    nothing reads its power-up contents. Applied to the 0.5 series only (a later Amaranth keeps its own)."""
     import amaranth
     from amaranth.back import rtlil as back
     from amaranth.hdl import _nir
@@ -35,6 +37,8 @@ def _fast_meminit():
     slow = back.ModuleEmitter.emit_memory
 
     def emit_memory(self, cell_idx, cell):
+        if cell.attributes.get(NO_INIT):
+            return
         if not cell.width or not cell.init:
             return slow(self, cell_idx, cell)
         mask = (1 << cell.width) - 1

@@ -9,6 +9,7 @@ from contract import credits as cr
 from contract.enums import FrameFlag
 from hdl.codec.wire_size import payload_bytes
 from hdl.link.send_credits import SendCredits
+from hdl.memory import scratch_memory
 from hdl.packet.tx_builder import TxMeta
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_mask
 
@@ -75,7 +76,7 @@ class LinkSender(wiring.Component):
         rbits, dbits = R.bit_length() - 1, D.bit_length() - 1
         Record = data.StructLayout({"meta": TxMeta, "start": dbits, "beats": dbits + 1, "last_bytes": range(B + 1)})
         m.submodules.records = rec_mem = Memory(shape=Record, depth=R, init=[])
-        m.submodules.payloads = pay_mem = Memory(shape=W, depth=D, init=[])
+        m.submodules.payloads = pay_mem = scratch_memory(shape=W, depth=D)
         rec_w, rec_r = rec_mem.write_port(), rec_mem.read_port()
         pay_w, pay_r = pay_mem.write_port(), pay_mem.read_port()
         m.submodules.credits = gate = SendCredits(W, self.credits)

@@ -4,7 +4,6 @@ from types import SimpleNamespace
 
 from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from contract.enums import DATA_OPCODES, Codec, DropReason, Dtype, FrameOpcode
@@ -22,6 +21,7 @@ from contract.protocol import (
     VERSION,
 )
 from hdl.codec.wire_size import payload_bytes
+from hdl.memory import scratch_memory
 from hdl.packet.headers import AinicHeader, FrameHeader, ip_sum_ok, ip_words, ipv4_checksum_ok, network_order, sum_tree
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
 from hdl.stream.sync_fifo import SyncFifo
@@ -106,7 +106,7 @@ class RxParser(wiring.Component):
         s = self.s_axis
         entry = W + B + 1
 
-        m.submodules.mem = mem = Memory(shape=entry, depth=self.depth, init=[])
+        m.submodules.mem = mem = scratch_memory(shape=entry, depth=self.depth)
         wp = mem.write_port()
         rp = mem.read_port()
         # (the records: written a cycle after the verdict, so up to four frames of one beat each are on their way

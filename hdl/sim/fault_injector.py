@@ -2,10 +2,10 @@
 
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from contract.protocol import MAX_FRAME_BYTES
+from hdl.memory import scratch_memory
 from hdl.stream.axis import AxiStreamSignature, check_width
 
 
@@ -73,7 +73,7 @@ class FaultInjector(wiring.Component):
 
         # the copy: every beat that leaves is written at its index; replayed after the last
         entry = W + B + 2                       # tdata, tkeep, tlast, tuser
-        m.submodules.copy = mem = Memory(shape=entry, depth=self.depth, init=[])
+        m.submodules.copy = mem = scratch_memory(shape=entry, depth=self.depth)
         wp = mem.write_port()
         rp = mem.read_port(domain="comb")
         wr_idx = Signal(range(self.depth))

@@ -3,9 +3,9 @@ costs the wire and not the stages that made the frame (a NIC's contributions in 
 
 from amaranth import Cat, Module, Signal
 from amaranth.lib import stream, wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hdl.memory import scratch_memory
 from hdl.stream.axis import AxiStreamSignature, check_width
 
 
@@ -44,7 +44,7 @@ class FrameStore(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         W, B, depth = self.width, self.width // 8, self.depth
-        m.submodules.mem = mem = Memory(shape=W + B + 1, depth=depth, init=[])
+        m.submodules.mem = mem = scratch_memory(shape=W + B + 1, depth=depth)
         wp, rp = mem.write_port(), mem.read_port()
         abits = (depth - 1).bit_length()
 

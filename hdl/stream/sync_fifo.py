@@ -2,8 +2,9 @@
 
 from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
+
+from hdl.memory import scratch_memory
 
 
 def check_depth(component, depth: int) -> None:
@@ -36,7 +37,7 @@ class SyncFifo(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         inner = self.depth - 1
-        m.submodules.storage = storage = Memory(shape=self.width, depth=inner, init=[])
+        m.submodules.storage = storage = scratch_memory(shape=self.width, depth=inner)
         w_port, r_port = storage.write_port(), storage.read_port()
         produce, consume = Signal(range(inner)), Signal(range(inner))
         count = Signal(range(inner + 1))

@@ -12,6 +12,7 @@ from contract.protocol import MAX_P
 from hdl.arith.exact_adder import (NEUTRAL_ADDEND, AccElem, ExactAddend, ExactAdderLane, ExactTerm, exact_term,
                                   place_term)
 from hdl.arith.exact_rounder import ExactRounderLane
+from hdl.memory import scratch_memory
 from hdl.stream.axis import AxiStreamSignature, check_width
 from hdl.stream.pipeline import register
 from hdl.stream.sync_fifo import SyncFifo
@@ -124,7 +125,7 @@ class AggregationEngine(wiring.Component):
         # register stays at the output of the distributed RAM, where the decision's path starts)
         st_r = state_mem.read_port()
         acc_word = data.ArrayLayout(AccElem, lanes)
-        m.submodules.acc = acc_mem = Memory(shape=acc_word, depth=sets * beats, init=[])
+        m.submodules.acc = acc_mem = scratch_memory(shape=acc_word, depth=sets * beats)
         acc_w = acc_mem.write_port()
         # (not transparent: a sum is written two cycles after its row is read, and a row is read again no
         # earlier than three cycles after it was (a short packet is followed by a gap, below), so no read

@@ -69,6 +69,7 @@ def test_the_fast_memory_init_writes_what_amaranth_writes():
 
     from hdl.flow import export as ex
     from hdl.link.link_sender import LinkSender
+    from hdl.memory import NO_INIT
     from hdl.packet.rx_parser import RxParser
 
     kinds = [(unsigned(1), 3, [1, 0, 1]), (unsigned(37), 5, [2**36 + 5, 0, 7]), (signed(9), 4, [-1, -256, 255, 3]),
@@ -95,17 +96,52 @@ def test_the_fast_memory_init_writes_what_amaranth_writes():
 
     fast = rtlil.ModuleEmitter.emit_memory
     assert rtlil.ModuleEmitter._ainic_fast_meminit
+
+    def amaranths(self, cell_idx, cell):     # Amaranth's own writer, for every memory that has contents
+        if not cell.attributes.get(NO_INIT):
+            rtlil.ModuleEmitter._ainic_slow_meminit(self, cell_idx, cell)
     designs = [Mems, lambda: LinkSender(64), lambda: RxParser(64)]
     try:
         texts = []
         assert ex.rtlil is rtlil         # the export converts through the patched back end
-        for emitter in (fast, rtlil.ModuleEmitter._ainic_slow_meminit):
+        for emitter in (fast, amaranths):
             rtlil.ModuleEmitter.emit_memory = emitter
             texts.append([convert(make()) for make in designs])
     finally:
         rtlil.ModuleEmitter.emit_memory = fast
     assert texts[0] == texts[1]
-    assert all("$meminit_v2" in t for t in texts[0])
+    # Mems' four and the link sender's records have contents; its payloads and the parser's buffer none
+    assert [t.count("$meminit_v2") for t in texts[0]] == [4, 1, 0]
+
+
+def test_a_scratch_memory_has_no_initial_contents():
+    """hdl.memory.scratch_memory: the Verilog declares the memory with no initial block (a plain memory keeps
+    its zeros), and it is the same memory otherwise (the same rows, ports and attribute)."""
+    from amaranth import Elaboratable, Module, Signal
+    from amaranth.back import verilog
+    from amaranth.lib.memory import Memory
+
+    from hdl.flow import export as ex
+    from hdl.memory import NO_INIT, scratch_memory
+
+    class Two(Elaboratable):
+        def __init__(self, scratch):
+            self.scratch, self.a, self.d = scratch, Signal(range(300)), Signal(40)
+
+        def elaborate(self, platform):
+            m = Module()
+            make = scratch_memory if self.scratch else (lambda **kw: Memory(init=[], **kw))
+            m.submodules.mem = mem = make(shape=40, depth=300)
+            rd, wr = mem.read_port(), mem.write_port()
+            m.d.comb += [rd.addr.eq(self.a), wr.addr.eq(self.a), wr.data.eq(self.a), wr.en.eq(1)]
+            m.d.sync += self.d.eq(rd.data)
+            return m
+
+    assert ex.verilog is verilog
+    plain, scratch = (verilog.convert(t, name="top", emit_src=False, ports=[t.a, t.d]) for t in (Two(False), Two(True)))
+    assert "reg [39:0] mem [299:0];" in plain and "reg [39:0] mem [299:0];" in scratch
+    assert plain.count("mem[") >= 300 and "initial" in plain        # 300 rows of zeros, one a line
+    assert "mem[2" not in scratch and f"(* {NO_INIT} = 32'd1 *)" in scratch
 
 
 def test_a_process_older_than_a_source_refuses_to_export(tmp_path, monkeypatch):
