@@ -12,7 +12,7 @@ its slot states after reset). Amaranth's own simulator still starts them at zero
 
 from amaranth.lib.memory import Memory
 
-#: the attribute of a memory whose power-up contents nothing reads (the Verilog gets it as ``(* ainic_no_init *)``)
+#: the attribute of a memory whose power-up contents nothing reads (in the Verilog: ``(* ainic_no_init = 32'd1 *)``)
 NO_INIT = "ainic_no_init"
 
 
