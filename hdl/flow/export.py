@@ -64,6 +64,91 @@ def _fast_meminit():
 _fast_meminit()
 
 
+def _fast_comb_check():
+    """Amaranth 0.5 checks a netlist for combinational cycles (``Netlist.check_comb_cycles``) by a recursive
+    walk of every bit, and an arithmetic cell's every output bit leads to every bit of its inputs: a 337-bit
+    adder's 337 bits walk its 674 input bits 337 times. That was 36 % of exporting the switch at W = 512 (65
+    of 179 s). This is the same walk, without recursion, and it finishes such a cell (every output bit with
+    the same inputs: an arithmetic or comparison operator, a part select, a case match, a memory's
+    asynchronous read) once one of its bits is finished. It raises Amaranth's ``CombinationalCycle`` with
+    Amaranth's message (tests/flow/test_export.py has a cycle through an adder). Applied to the 0.5 series only."""
+    import amaranth
+    from amaranth.hdl import _nir
+    if not amaranth.__version__.startswith("0.5.") or getattr(_nir.Netlist, "_ainic_fast_comb_check", False):
+        return
+
+    def same_inputs(cell) -> bool:
+        """Does every output bit of ``cell`` depend on the same nets (its ``comb_edges_to`` is the same for
+        every bit)?"""
+        if isinstance(cell, _nir.Operator):
+            n = len(cell.inputs)
+            return (n == 1 and cell.operator != "~") or (n == 2 and cell.operator not in ("&", "|", "^"))
+        return isinstance(cell, (_nir.Part, _nir.Matches, _nir.AsyncReadPort))
+
+    def check_comb_cycles(self):
+        cells, connections = self.cells, self.connections
+        same = {i for i, c in enumerate(cells) if same_inputs(c)}
+        checked, done = set(), set()          # nets with no cycle behind them; cells of `same` all of whose are
+
+        def edges(net):
+            if net < 0:                        # a late net: the signal's driver
+                return iter(((connections[net], None),))
+            if net < 2:                        # a constant
+                return iter(())
+            return iter(cells[net >> 16].comb_edges_to(net & 0xffff))
+
+        def cycle(stack, start):
+            msg = ["Combinational cycle detected, path:\n"]
+            for net, _, src_loc in stack[next(i for i, f in enumerate(stack) if f[0] == start):]:
+                if net < 0:
+                    sig, bit = self.late_to_signal[net]
+                    obj, src_loc = f"signal {sig.name}", sig.src_loc
+                else:
+                    cell, bit = cells[net >> 16], net & 0xffff
+                    obj = (f"operator {cell.operator}" if isinstance(cell, _nir.Operator)
+                           else f"cell {cell.__class__.__qualname__}")
+                src_loc = "<unknown>:0" if src_loc is None else f"{src_loc[0]}:{src_loc[1]}"
+                msg.append(f"  {src_loc}: {obj} bit {bit}\n")
+            return _nir.CombinationalCycle("".join(msg))
+
+        def visit(root):
+            if root in checked or (root >= 2 and root >> 16 in done):
+                return
+            busy, stack = {root}, [[root, edges(root), None]]
+            while stack:
+                frame = stack[-1]
+                for src, src_loc in frame[1]:
+                    if src in checked or (src >= 2 and src >> 16 in done):
+                        continue
+                    frame[2] = src_loc
+                    if src in busy:
+                        raise cycle(stack, src)
+                    busy.add(src)
+                    stack.append([src, edges(src), None])
+                    break
+                else:
+                    stack.pop()
+                    net = frame[0]
+                    busy.discard(net)
+                    checked.add(net)
+                    if net >= 2 and net >> 16 in same:
+                        done.add(net >> 16)
+
+        for cell_idx, cell in enumerate(cells):
+            for net in cell.output_nets(cell_idx):
+                visit(net)
+        for value in self.signals.values():
+            for net in value:
+                visit(net)
+
+    _nir.Netlist._ainic_slow_comb_check = _nir.Netlist.check_comb_cycles
+    _nir.Netlist.check_comb_cycles = check_comb_cycles
+    _nir.Netlist._ainic_fast_comb_check = True
+
+
+_fast_comb_check()
+
+
 def build_dir() -> Path:
     """Where build outputs go (see the module docstring)."""
     if os.environ.get("AINIC_BUILD_DIR"):

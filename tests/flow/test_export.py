@@ -157,3 +157,62 @@ def test_a_process_older_than_a_source_refuses_to_export(tmp_path, monkeypatch):
     path = tops.export("tx_builder", 64)                  # a process started after the sources: exports
     monkeypatch.setattr(ex, "_STARTED", 0.0)
     assert tops.export("tx_builder", 64) == path          # current: served, nothing elaborated
+
+
+def test_the_fast_cycle_check_finds_what_amaranths_finds():
+    """hdl.flow.export replaces Amaranth 0.5's check for combinational cycles with a walk that finishes an
+    arithmetic cell once: it must raise where Amaranth's raises, with the same message (a cycle through an
+    adder, through a comparison and a mux, through a memory's asynchronous read), and pass what Amaranth's
+    passes (bits of one signal feeding its other bits through an adder is no cycle; a real block)."""
+    from amaranth import Elaboratable, Module, Signal
+    from amaranth.back import rtlil
+    from amaranth.hdl import CombinationalCycle, _nir
+    from amaranth.lib import memory
+
+    from hdl.link.link_sender import LinkSender
+
+    class Loop(Elaboratable):
+        def __init__(self, kind):
+            self.kind, self.x, self.y = kind, Signal(8), Signal(8)
+
+        def elaborate(self, platform):
+            m = Module()
+            x, y = self.x, self.y
+            if self.kind == "adder":
+                m.d.comb += [y.eq(x + 1), x.eq(y)]
+            elif self.kind == "compare":
+                m.d.comb += x.eq(y)
+                with m.If(x[:4] > 3):
+                    m.d.comb += y[2].eq(1)
+            elif self.kind == "memory":
+                m.submodules.mem = mem = memory.Memory(shape=8, depth=16, init=[])
+                rd = mem.read_port(domain="comb")
+                m.d.comb += [rd.addr.eq(x), x.eq(rd.data)]
+            elif self.kind == "halves":                      # x[4:] from x[:4]: no cycle, bit by bit
+                m.d.comb += [y.eq(x[:4] + 3), x[4:].eq(y)]
+            m.d.sync += self.y.eq(self.y) if self.kind == "memory" else []
+            return m
+
+    fast = _nir.Netlist.check_comb_cycles
+    assert _nir.Netlist._ainic_fast_comb_check
+
+    def outcome(make):
+        try:
+            design = make()
+            rtlil.convert(design, name="top", emit_src=False,
+                          **({"ports": [design.x, design.y]} if isinstance(design, Loop) else {}))
+            return None
+        except CombinationalCycle as e:
+            return str(e)
+
+    designs = [*(lambda k=k: Loop(k) for k in ("adder", "compare", "memory", "halves")), lambda: LinkSender(64)]
+    got = []
+    try:
+        for check in (fast, _nir.Netlist._ainic_slow_comb_check):
+            _nir.Netlist.check_comb_cycles = check
+            got.append([outcome(make) for make in designs])
+    finally:
+        _nir.Netlist.check_comb_cycles = fast
+    assert got[0] == got[1]
+    assert [g is not None for g in got[0]] == [True, True, True, False, False], got[0]
+    assert all("Combinational cycle detected, path:" in g for g in got[0][:3])
