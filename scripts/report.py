@@ -85,7 +85,8 @@ def xilinx(key: str, out: Path) -> None:
     s = resource_summary(cells)
     _store(out, "synth_xilinx", key, {**s, "u280_share": share(s, U280), "family": XILINX_FAMILY,
                                       "levels": {b: depth[f"{name}.{b}"] for b in blocks},
-                                      "levels_at_250": LEVELS_AT_250, "seconds": round(time.monotonic() - t0)})
+                                      "levels_at_250": LEVELS_AT_250, "seconds": round(time.monotonic() - t0),
+                                      "commit": _commit()})   # (a row replaced by --tops is newer than the rest)
 
 
 #: place and route the whole NICs too (``--whole``: an hour or more each on two cores); else they are packed,
@@ -237,8 +238,13 @@ def main(argv=None) -> int:
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for done in [pool.submit(f, k, args.out) for f, k in todo]:
             done.result()
-    for key, value in meta.items():         # (the run's date and commit once it has ended, not before)
-        _store(args.out, "meta", key, value)
+    # the run's date and commit once it has ended, not before; a run of some rows (--tops, --blocks) leaves the
+    # whole run's date and commit, and its rows carry their own
+    partial = bool(args.tops or args.blocks) and args.out.exists()
+    kept = json.loads(args.out.read_text()).get("meta", {}) if partial else {}
+    for key, value in meta.items():
+        if key not in kept or key not in ("date", "commit"):
+            _store(args.out, "meta", key, value)
     print(f"report: wrote {args.out}")
     plot_fmax(json.loads(args.out.read_text()), args.out.with_name("report_fmax.png"))
     if args.out == ROOT / "results" / "report.json":    # the tables of docs/, the README's figures
