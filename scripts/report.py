@@ -238,13 +238,14 @@ def main(argv=None) -> int:
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for done in [pool.submit(f, k, args.out) for f, k in todo]:
             done.result()
-    # the run's date and commit once it has ended, not before; a run of some rows (--tops, --blocks) leaves the
+    # the run's date and commit once it has ended, not before; a run of some rows (--tops, --blocks) keeps the
     # whole run's date and commit, and its rows carry their own
-    partial = bool(args.tops or args.blocks) and args.out.exists()
-    kept = json.loads(args.out.read_text()).get("meta", {}) if partial else {}
-    for key, value in meta.items():
-        if key not in kept or key not in ("date", "commit"):
-            _store(args.out, "meta", key, value)
+    with file_lock("report"):
+        results = json.loads(args.out.read_text())
+        before = results.get("meta", {})
+        kept = {k: before[k] for k in ("date", "commit") if k in before} if args.tops or args.blocks else {}
+        results["meta"] = {**before, **meta, **kept}
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"report: wrote {args.out}")
     plot_fmax(json.loads(args.out.read_text()), args.out.with_name("report_fmax.png"))
     if args.out == ROOT / "results" / "report.json":    # the tables of docs/, the README's figures

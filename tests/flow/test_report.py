@@ -3,6 +3,8 @@ whole run's date and commit, and its rows name the commit they were measured at.
 import json
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from scripts import report
 
 
@@ -10,18 +12,24 @@ def xilinx(key, out):       # (named as the job it stands for: --tops picks jobs
     report._store(out, "synth_xilinx", key, {"luts": 7, "commit": report._commit()})
 
 
-def test_a_run_of_one_top_keeps_the_rest_of_the_report_and_its_commit(tmp_path, monkeypatch):
+@pytest.fixture
+def fake_jobs(monkeypatch):
+    """report.main with stand-in syntheses, in threads, no plot; the jobs it knows are set by the test."""
+    monkeypatch.setattr(report, "xilinx", xilinx)
+    monkeypatch.setattr(report, "jobs", lambda: report.JOBS)
+    monkeypatch.setattr(report, "ProcessPoolExecutor", ThreadPoolExecutor)
+    monkeypatch.setattr(report, "plot_fmax", lambda *a: None)
+    return lambda keys: monkeypatch.setattr(report, "JOBS", [(xilinx, k) for k in keys])
+
+
+def test_a_run_of_one_top_keeps_the_rest_of_the_report_and_its_commit(tmp_path, fake_jobs):
     out = tmp_path / "report.json"
     before = {"meta": {"date": "2026-01-01T00:00:00+00:00", "commit": "aaaaaaa", "yosys": "old"},
               "synth_xilinx": {"nic_w512": {"luts": 1, "commit": "aaaaaaa"},
                                "switch_p8_w512": {"luts": 2, "commit": "aaaaaaa"}},
               "ecp5": {"nic_w64:core.rx": {"commit": "aaaaaaa"}}}
     out.write_text(json.dumps(before))
-    monkeypatch.setattr(report, "xilinx", xilinx)
-    monkeypatch.setattr(report, "JOBS", [(xilinx, "nic_w512"), (xilinx, "switch_p8_w512")])
-    monkeypatch.setattr(report, "jobs", lambda: report.JOBS)
-    monkeypatch.setattr(report, "ProcessPoolExecutor", ThreadPoolExecutor)
-    monkeypatch.setattr(report, "plot_fmax", lambda *a: None)
+    fake_jobs(["nic_w512", "switch_p8_w512"])
     assert report.main(["--tops", "switch_p8_w512", "--out", str(out)]) == 0
     after = json.loads(out.read_text())
     assert after["meta"]["date"] == before["meta"]["date"] and after["meta"]["commit"] == "aaaaaaa"
@@ -31,14 +39,11 @@ def test_a_run_of_one_top_keeps_the_rest_of_the_report_and_its_commit(tmp_path, 
     assert after["ecp5"] == before["ecp5"]
 
 
-def test_a_whole_run_dates_the_report(tmp_path, monkeypatch):
+def test_a_whole_run_dates_the_report(tmp_path, fake_jobs):
     out = tmp_path / "report.json"
     out.write_text(json.dumps({"meta": {"date": "2026-01-01T00:00:00+00:00", "commit": "aaaaaaa"},
                                "synth_xilinx": {"gone_w8": {"luts": 1}}}))
-    monkeypatch.setattr(report, "JOBS", [(xilinx, "nic_w512")])
-    monkeypatch.setattr(report, "jobs", lambda: report.JOBS)
-    monkeypatch.setattr(report, "ProcessPoolExecutor", ThreadPoolExecutor)
-    monkeypatch.setattr(report, "plot_fmax", lambda *a: None)
+    fake_jobs(["nic_w512"])
     assert report.main(["--out", str(out)]) == 0
     after = json.loads(out.read_text())
     assert after["meta"]["commit"] == report._commit() and after["meta"]["date"] != "2026-01-01T00:00:00+00:00"
