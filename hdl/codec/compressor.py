@@ -13,7 +13,6 @@ from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
 from hdl.stream.byte_packer import BytePacker, byte_mask
 from hdl.stream.credit_buffer import CreditBuffer
 from hdl.stream.pipeline import delay, register
-from hdl.stream.register_slice import StreamSlice
 
 
 def compressor_signature(width: int) -> wiring.Signature:
@@ -40,8 +39,8 @@ class Compressor(wiring.Component):
       out per beat; fp16/bf16: W/16 bytes; bfp: a 16-element block every 512/W beats below W = 512, W/512
       blocks a beat from W = 512 on). Back-to-back
       packets cost nothing unless a packet ends with more than one output beat left to flush (one cycle).
-    * Latency: none 0 cycles; otherwise the codec pipeline's 4 stages, the buffer behind it (2), the
-      packer (1) and the output slice (1) from a chunk's last input beat (bfp: 1 more, into the gather),
+    * Latency: none 0 cycles; otherwise the codec pipeline's 6 stages, the buffer behind it (2), the
+      packer (4: its two input stages, the ring, its output slice) from a chunk's last input beat (bfp: 1 more, into the gather),
       plus the input needed to fill an output beat.
     * Backpressure: any pattern; nothing is dropped.
     """
@@ -62,10 +61,9 @@ class Compressor(wiring.Component):
         codec = Signal.like(self.cfg_codec)
         m.d.sync += codec.eq(self.cfg_codec)
         m.submodules.packer = packer = BytePacker(chunk_bytes, W // 8)
-        # the packed beats leave through a register slice: m_axis.tready reaches no further than its flops
-        # (the packer's handshake and its level are the loop that sets this block's clock)
-        m.submodules.out = out = StreamSlice(W)
-        wiring.connect(m, packer.m_axis, out.s_axis)
+        # the packed beats leave through the packer's own register slice: m_axis.tready reaches no further
+        # than its flops
+        out = packer
         built = self.codecs
         has_bfp = bool(BFP & built)
         if has_bfp:
@@ -73,7 +71,7 @@ class Compressor(wiring.Component):
         # the codecs are a free-running pipeline of LATENCY stages (no enable); the buffer behind it takes
         # the backpressure and hands the packer one chunk a cycle
         latency = bfp.ENCODE_STAGES
-        assert latency == F32_TO_F16_STAGES + 1         # the halves' first stage is their input register
+        assert latency >= F32_TO_F16_STAGES + 1         # the halves' first stage is their input register
         count_bits = len(packer.s.count)
         m.submodules.buffer = buf = CreditBuffer(8 * chunk_bytes + count_bits + 1, latency)
         is_bfp, is_half = Signal(), Signal()
@@ -87,7 +85,8 @@ class Compressor(wiring.Component):
 
         # fp16 / bf16: one lane per element; the input beat is the pipeline's first register
         beat = register(m, s.tdata, "beat")
-        halves = {c: Cat(*[convert(m, beat[32 * i:32 * (i + 1)], f"{c.name}_{i}", register) for i in range(lanes)])
+        halves = {c: delay(m, Cat(*[convert(m, beat[32 * i:32 * (i + 1)], f"{c.name}_{i}", register)
+                                    for i in range(lanes)]), latency - F32_TO_F16_STAGES - 1, f"{c.name}_wait")
                   for c, convert in ((Codec.fp16, f32_to_f16), (Codec.bf16, f32_to_bf16)) if c in built}
         in_bytes = keep_count(m, s.tkeep, "in_bytes")
         half_count = Signal(range(W // 16 + 1))

@@ -42,7 +42,7 @@ class Decompressor(wiring.Component):
       bytes per fp32 beat, bfp one 17- or 9-byte record per 512/W beats below W = 512, W/512 records a beat
       from W = 512 on). After a packet's last input
       beat the input waits until the packet's bytes are out.
-    * Latency: none 0 cycles; otherwise the unpacker (1), the decoders' pipeline (2) and the buffer
+    * Latency: none 0 cycles; otherwise the unpacker (its two input stages, the ring and its read: 6), the decoders' pipeline (2) and the buffer
       behind it (2) and the output slice (1); bfp 1 more (the scatter).
     * Backpressure: any pattern; nothing is dropped.
     """

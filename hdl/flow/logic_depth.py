@@ -25,6 +25,14 @@ def _comb_inputs(cell: dict) -> list:
 def logic_levels(module: dict) -> dict:
     """The deepest register-to-register path of one flattened module of a Yosys JSON netlist (``write_json``):
     ``levels`` (cells on it, :data:`COMBINATIONAL` weights; a LUT-RAM read is one) and the cell it ends at."""
+    found = critical_path(module)
+    return {"levels": found["levels"], "end": found["end"]}
+
+
+def critical_path(module: dict) -> dict:
+    """:func:`logic_levels`, with the path itself: ``path``, its cells from the first to the last as
+    (cell type, the name of what it drives), and ``start``, the name of what drives its first cell (a
+    register, a memory or a port): where to cut it."""
     cells = module["cells"]
     driver = {}                                       # net bit -> the cell that drives it
     for name, cell in cells.items():
@@ -44,7 +52,7 @@ def logic_levels(module: dict) -> dict:
                     chained = p == "CI" and cell["type"] in CARRY and cells[d]["type"] in CARRY
                     edges[d] = max(edges.get(d, 0), 0 if chained else weight[name])
         fan_in[name] = edges
-    depth, open_ = {}, set()
+    depth, came, open_ = {}, {}, set()
     for root in weight:                              # depth-first, without recursion (long carry chains)
         stack = [root]
         while stack:
@@ -60,17 +68,36 @@ def logic_levels(module: dict) -> dict:
                         raise ValueError(f"combinational loop through {name} and {d}")
                 stack.extend(todo)
                 continue
-            depth[name] = max([weight[name]] + [depth[d] + w for d, w in fan_in[name].items()])
+            best = max(fan_in[name].items(), key=lambda e: depth[e[0]] + e[1], default=None)
+            if best is not None and depth[best[0]] + best[1] > weight[name]:
+                depth[name], came[name] = depth[best[0]] + best[1], best[0]
+            else:
+                depth[name] = weight[name]
             open_.discard(name)
             stack.pop()
     if not depth:
-        return {"levels": 0, "end": None}
+        return {"levels": 0, "end": None, "start": None, "path": []}
     end = max(depth, key=depth.get)
-    return {"levels": depth[end], "end": _net_name(module, cells[end])}
+    path = [end]
+    while path[-1] in came:
+        path.append(came[path[-1]])
+    path.reverse()
+    first = cells[path[0]]
+    feeds = [b for p in _comb_inputs(first) for b in first["connections"].get(p, []) if isinstance(b, int)]
+    sources = [driver[b] for b in feeds if b in driver and driver[b] not in weight]
+    start = _net_name(module, cells[sources[0]]) if sources else _bits_name(module, feeds)
+    return {"levels": depth[end], "end": _net_name(module, cells[end]), "start": start,
+            "path": [(cells[c]["type"], _net_name(module, cells[c])) for c in path]}
 
 
 def _net_name(module: dict, cell: dict) -> str:
     """A readable name of what ``cell`` drives: the shortest public net name holding one of its output bits."""
-    outs = {b for p, bits in cell["connections"].items() if cell["port_directions"].get(p) == "output" for b in bits}
-    names = [n for n, net in module.get("netnames", {}).items() if outs & set(net["bits"]) and not n.startswith("$")]
+    return _bits_name(module, [b for p, bits in cell["connections"].items()
+                               if cell["port_directions"].get(p) == "output" for b in bits])
+
+
+def _bits_name(module: dict, bits) -> str:
+    """The shortest public net name holding one of ``bits`` (None if none has one)."""
+    bits = set(bits)
+    names = [n for n, net in module.get("netnames", {}).items() if bits & set(net["bits"]) and not n.startswith("$")]
     return min(names, key=len) if names else None

@@ -17,11 +17,10 @@ WAIVERS = Path(__file__).resolve().parent / "lint_waivers.vlt"
 # exclusive shifters costs minutes (254 s of a 289 s run for the W=64 compressor) for ~10 % fewer LUTs.
 # Hierarchical (``flatten=False``) maps each module on its own and flattens the mapped netlist for the
 # counts: about 3x faster on the whole NIC (328 s against about 510 s at W = 64), a few % more LUTs.
-# ``family``: the primitives (xc7: 7-series, CARRY4/RAMB18E1/DSP48E1; xcup: UltraScale+, RAMB18E2/DSP48E2);
-# ``save``: the mapped netlist, still hierarchical, for :func:`xilinx_levels`.
+# ``family``: the primitives (xc7: 7-series, CARRY4/RAMB18E1/DSP48E1; xcup: UltraScale+, RAMB18E2/DSP48E2).
 _SYNTH = ("{read} {src}; synth_xilinx {flatten} -family {family} -top {top} -run :coarse; "
           "techmap -map +/cmp2lut.v -map +/cmp2lcu.v -D LUT_WIDTH=6; alumacc; opt; memory -nomap; opt_clean; "
-          "synth_xilinx {flatten} -family {family} -top {top} -run map_memory:; {save}flatten; tee -q -o {stat} stat")
+          "synth_xilinx {flatten} -family {family} -top {top} -run map_memory:; flatten; tee -q -o {stat} stat")
 
 
 def lint(source: Path, *extra: str) -> str:
@@ -62,20 +61,18 @@ def synth_xilinx(source: Path, top: str, workdir: Path, flatten: bool = True, fa
     """Run Yosys synth_xilinx on one exported top (Verilog ``.v`` or RTLIL ``.il``: the same netlist; Yosys
     0.23 reads the RTLIL of a large initialised memory in seconds where its Verilog front end needs
     minutes); return cell counts by type (LUT6, FDRE, CARRY4, ...) of the mapped netlist. ``flatten``:
-    optimise across module boundaries (the figures of ``make bench``) or map module by module (faster; the
-    mapped hierarchy is kept as ``<top>.<family>.mapped.il`` for :func:`xilinx_levels`). ``family``: xc7
+    optimise across module boundaries (the figures of ``make bench``) or map module by module (faster).
+    ``family``: xc7
     (7-series) or xcup (UltraScale+). The counts are cached in ``workdir`` on the digest of the source, the
     script and the Yosys version."""
     source = Path(source)
     workdir.mkdir(parents=True, exist_ok=True)
     stat = workdir / f"{top}.{family}.stat"
-    mapped = workdir / f"{top}.{family}.mapped.il"
     script = _SYNTH.format(read="read_rtlil" if source.suffix == ".il" else "read_verilog", src=source, top=top,
-                           stat=stat, flatten="-flatten" if flatten else "", family=family,
-                           save="" if flatten else f"write_rtlil {mapped}; ")
+                           stat=stat, flatten="-flatten" if flatten else "", family=family)
     key = hashlib.sha256(source.read_bytes() + script.encode() + yosys_version().encode()).hexdigest()[:16]
     cached = workdir / f"{top}.{family}.cells.json"
-    if cached.exists() and json.loads(cached.read_text()).get("key") == key and (flatten or mapped.exists()):
+    if cached.exists() and json.loads(cached.read_text()).get("key") == key:
         return json.loads(cached.read_text())["cells"]
     res = subprocess.run([require("yosys"), "-q", "-p", script], capture_output=True, text=True)
     if res.returncode:
@@ -85,23 +82,34 @@ def synth_xilinx(source: Path, top: str, workdir: Path, flatten: bool = True, fa
     return cells
 
 
-def xilinx_levels(mapped: Path, modules: list, workdir: Path) -> dict:
-    """The logic levels (:func:`hdl.flow.logic_depth.logic_levels`) of each of ``modules`` of a mapped
-    hierarchical netlist (:func:`synth_xilinx` with ``flatten=False``), each flattened on its own."""
-    from hdl.flow.logic_depth import logic_levels
+def block_depth(source: Path, module: str, workdir: Path, family: str = "xcup", abc9: bool = False) -> dict:
+    """One module of ``source`` (a top, or a block inside one: ``ainic_nic_w512.core.dec0``) alone through
+    the same ``synth_xilinx`` as :func:`synth_xilinx` (flattened; ``abc9``: Yosys' timing-driven mapping),
+    then its deepest register-to-register path (:func:`hdl.flow.logic_depth.critical_path`: the levels, where
+    the path starts and ends, its cells) and its cell counts (``cells``). Minutes for a block, where the
+    whole NIC at W = 512 takes a quarter of an hour: the loop for a timing change. Cached in ``workdir`` on
+    the digest of the source, the script and Yosys."""
+    from hdl.flow.logic_depth import critical_path
+    source = Path(source)
     workdir.mkdir(parents=True, exist_ok=True)
-    out = {mod: workdir / f"{mod.replace('$', '_')}.levels.json" for mod in modules}
-    script = f"read_rtlil {mapped}; design -save mapped; " + "".join(
-        f"design -load mapped; hierarchy -top {mod}; flatten; autoname; write_json {path}; "
-        for mod, path in out.items())
+    stem = f"{module.replace('$', '_')}.{family}{'.abc9' if abc9 else ''}"
+    netlist, stat = workdir / f"{stem}.depth.json", workdir / f"{stem}.depth.stat"
+    flags = "-flatten" + (" -abc9" if abc9 else "")
+    script = _SYNTH.format(read="read_rtlil" if source.suffix == ".il" else "read_verilog", src=source, top=module,
+                           stat=stat, flatten=flags, family=family) + f"; autoname; write_json {netlist}"
+    key = hashlib.sha256(source.read_bytes() + script.encode() + yosys_version().encode()).hexdigest()[:16]
+    cached = workdir / f"{stem}.depth.result.json"
+    if cached.exists() and json.loads(cached.read_text()).get("key") == key:
+        return json.loads(cached.read_text())["result"]
+    t0 = time.monotonic()
     res = subprocess.run([require("yosys"), "-q", "-p", script], capture_output=True, text=True)
     if res.returncode:
-        raise RuntimeError(f"yosys could not flatten the blocks of {mapped}:\n{res.stderr[-3000:]}")
-    levels = {}
-    for mod, path in out.items():
-        levels[mod] = logic_levels(json.loads(path.read_text())["modules"][mod])
-        path.unlink()
-    return levels
+        raise RuntimeError(f"yosys synth_xilinx failed for {module}:\n{res.stdout[-3000:]}{res.stderr[-3000:]}")
+    mods = json.loads(netlist.read_text())["modules"]
+    result = {**critical_path(mods[module]), "cells": _cell_counts(stat), "seconds": round(time.monotonic() - t0)}
+    netlist.unlink()
+    cached.write_text(json.dumps({"key": key, "result": result}))
+    return result
 
 
 def resource_summary(cells: dict) -> dict:

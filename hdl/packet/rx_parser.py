@@ -64,7 +64,8 @@ class RxParser(wiring.Component):
     * Store and forward: a frame's payload is written to a buffer as it arrives and published (or rolled
       back) after its last beat, so a bad frame never leaves and never stalls the next one.
     * Throughput: one beat per cycle on ``s_axis`` for back-to-back frames while the outputs keep up.
-    * Latency: the payload's first beat and the record leave 4 cycles after the frame's last beat.
+    * Latency: the payload's first beat and the record leave 5 cycles after the frame's last beat (the
+      first of them in the input register).
     * Backpressure: ``s_axis.tready`` is a registered check of buffer room; nothing accepted is lost.
     * Sequence check (the ring's reliable link, contract/link.py), while ``seq_enable``: a data or result
       frame that passes every other check is accepted only if its ``psn`` is ``seq_expect`` and
@@ -103,24 +104,31 @@ class RxParser(wiring.Component):
         m = Module()
         W, B = self.width, self.width // 8
         K, o = self.header_beats, self.offset
-        s = self.s_axis
         entry = W + B + 1
 
         m.submodules.mem = mem = scratch_memory(shape=entry, depth=self.depth)
         wp = mem.write_port()
         rp = mem.read_port()
-        # (the records: written a cycle after the verdict, so up to four frames of one beat each are on their way
+        # (the records: written a cycle after the verdict, so up to five frames of one beat each are on their way
         # while ``room`` is seen low; 8 entries cost the same distributed RAM as 4)
         m.submodules.meta = meta = SyncFifo(width=RxMeta.size, depth=8)
         ptr_bits = self.depth.bit_length()
         wr_ptr, commit, rd_ptr = (Signal(ptr_bits, name=n) for n in ("wr_ptr", "commit", "rd_ptr"))
 
         # -- input side -------------------------------------------------------------------------------
+        # (``room``: for the beats that the registered check and the input register keep on their way)
         room = Signal()
-        m.d.sync += room.eq((self.depth - (wr_ptr - rd_ptr)[:ptr_bits] > 3) & (meta.level < 3))
-        m.d.comb += s.tready.eq(room)
-        take = s.tvalid & s.tready
-        count = keep_count(m, s.tkeep, "rx_count")
+        m.d.sync += room.eq((self.depth - (wr_ptr - rd_ptr)[:ptr_bits] > 4) & (meta.level < 3))
+        m.d.comb += self.s_axis.tready.eq(room)
+        # every beat taken passes an input register, with its byte count: nothing below waits on tkeep's decode
+        s = SimpleNamespace(tdata=Signal(W, name="in_data", reset_less=True),
+                            tkeep=Signal(B, name="in_keep", reset_less=True),
+                            tlast=Signal(name="in_last", reset_less=True), tuser=Signal(name="in_user", reset_less=True))
+        take = Signal(name="in_take")
+        count = Signal(range(B + 1), name="in_count", reset_less=True)
+        m.d.sync += [take.eq(self.s_axis.tvalid & self.s_axis.tready), s.tdata.eq(self.s_axis.tdata),
+                     s.tkeep.eq(self.s_axis.tkeep), s.tlast.eq(self.s_axis.tlast), s.tuser.eq(self.s_axis.tuser),
+                     count.eq(keep_count(m, self.s_axis.tkeep, "rx_count"))]
 
         beat = Signal(range(max(K + 1, 2)))            # beat index, saturating at K
         hdr = Signal(8 * B * K)
@@ -136,7 +144,7 @@ class RxParser(wiring.Component):
         pending = Signal()
         flush = Signal()
         flush_data = Signal(8 * (B - o))
-        flush_keep = Signal(range(B + 1))
+        flush_keep = Signal(B)
         f_len = Signal(16)
         f_err = Signal()
 
@@ -157,24 +165,22 @@ class RxParser(wiring.Component):
                 err.eq(Mux(beat == 0, 0, err) | s.tuser),
                 prev_tail.eq(s.tdata[8 * o:]),
             ]
-            head_keep = Mux(count < o, count, o)
             with m.If((beat == K) & ~capped & ~seq.bad):     # a frame out of sequence takes no room
-                # a payload beat: the previous beat's tail, then this beat's first o bytes
-                full = s.tlast & (count <= o)
+                # a payload beat: the previous beat's tail (whole: only a last beat is partial), then this beat's
+                # first o bytes, kept as this beat's tkeep says (contiguous: no count needed)
+                full = s.tlast & ~s.tkeep[o]                # the frame ends within those o bytes
                 m.d.comb += [
                     wr_en.eq(1),
-                    wr_data.eq(Cat(prev_tail, s.tdata[:8 * o],
-                                   Cat(*[Mux(i < B - o + head_keep, 1, 0) for i in range(B)]), full)),
+                    wr_data.eq(Cat(prev_tail, s.tdata[:8 * o], C((1 << (B - o)) - 1, B - o), s.tkeep[:o], full)),
                 ]
                 m.d.sync += [wr_ptr.eq(wr_ptr + 1), written.eq(written + 1)]
             with m.If(s.tlast):
-                tail = Signal(range(B + 1))
-                m.d.comb += tail.eq(Mux(count > o, count - o, 0))
+                # (the bytes past the first o: a tail to flush, its keep bits this beat's from byte o on)
                 m.d.sync += [
                     pending.eq(1),
-                    flush.eq((beat >= K - 1) & (tail != 0) & ~capped),
+                    flush.eq((beat >= K - 1) & s.tkeep[o] & ~capped),
                     flush_data.eq(s.tdata[8 * o:]),
-                    flush_keep.eq(tail),
+                    flush_keep.eq(Cat(s.tkeep[o:], C(0, o))),
                     f_len.eq(Mux(new_len > 0xFFFF, 0xFFFF, new_len)),
                     f_err.eq(Mux(beat == 0, 0, err) | s.tuser),
                     written.eq(0),
@@ -255,8 +261,7 @@ class RxParser(wiring.Component):
                          self.seq_duplicate.eq(~before_seq & seq.ring & seq.older),
                          self.seq_out_of_order.eq(~before_seq & seq.ring & seq.newer)]
             with m.If(flush & ~seq.bad):
-                m.d.comb += [wr_en.eq(1), wr_data.eq(Cat(flush_data, C(0, 8 * o),
-                                                         Cat(*[Mux(i < flush_keep, 1, 0) for i in range(B)]), 1))]
+                m.d.comb += [wr_en.eq(1), wr_data.eq(Cat(flush_data, C(0, 8 * o), flush_keep, 1))]
             with m.If(accept):
                 m.d.sync += [wr_ptr.eq(wr_ptr + flush), commit.eq(wr_ptr + flush)]   # (accept: seq.bad is 0)
             with m.Else():

@@ -70,10 +70,20 @@ def keep_bits(count, nbytes: int) -> list:
 
 
 def keep_count(m, keep, name="keep_count"):
-    """Number of bytes kept by a contiguous-from-zero ``tkeep`` (a priority encode, not a popcount)."""
+    """Number of bytes kept by a contiguous-from-zero ``tkeep``: read as a thermometer code (``count > i`` is
+    ``keep[i]``), bit b of the count is set where the count lies in one of the intervals
+    [k 2^(b+1) + 2^b, (k + 1) 2^(b+1)), each one AND of two keep bits, so every bit is an OR of about n/2^(b+1)
+    pairs: a tree of depth log n (4 LUT levels at 128 bytes), where a priority encode is a chain of n
+    multiplexers. A ``tkeep`` with holes (no AXI source sends one) gives some count of 0 .. n, not a
+    defined one."""
     n = len(keep)
     count = Signal(range(n + 1), name=name)
-    for i in range(n):
-        with m.If(keep[i]):
-            m.d.comb += count.eq(i + 1)
+    bits = []
+    for b in range(len(count)):
+        terms = []
+        for start in range(1 << b, n + 1, 1 << (b + 1)):          # count in [start, start + 2^b)
+            end = start + (1 << b)
+            terms.append(keep[start - 1] & ~keep[end - 1] if end - 1 < n else keep[start - 1])
+        bits.append(Cat(*terms).any() if terms else Const(0, 1))
+    m.d.comb += count.eq(Cat(*bits))
     return count

@@ -1,10 +1,15 @@
 """Byte gearboxes between variable-size chunks and dense W-bit AXI-Stream beats."""
 
+from types import SimpleNamespace
+
 from amaranth import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.stream.axis import AxiStreamSignature, keep_bits, keep_count, keep_mask
+from hdl.stream.credit_buffer import CreditBuffer
+from hdl.stream.pipeline import delay, register
+from hdl.stream.register_slice import skid_buffer
 
 
 class ChunkSignature(wiring.Signature):
@@ -46,13 +51,20 @@ class ChunkRegister(wiring.Component):
 class BytePacker(wiring.Component):
     """Chunks of up to ``in_bytes`` bytes -> densely packed ``out_bytes``-byte AXI-Stream beats.
 
-    A packet's bytes are concatenated; its last beat is partial (``tkeep``) and the next packet starts a
-    new beat. The bytes of ``s.data`` past ``s.count`` must be zero (the producer clears them with
-    :func:`byte_mask` where it has time to spare: here they would lengthen the insertion's path).
-    Latency 1 cycle. Accepts a chunk every cycle while the output takes beats, across packet
-    ends too: while a packet's last beats flush, the next packet's first chunk waits in a hold register and
-    enters the buffer, with the chunk after it, in the cycle the last beat leaves. ``m_axis.tvalid`` comes
-    from registers; ``s.ready`` depends on ``m_axis.tready`` only while a packet end is being flushed.
+    A packet's bytes are concatenated; its last beat is partial (``tkeep``, the bytes past it zero) and the
+    next packet starts a new beat. The bytes of ``s.data`` past ``s.count`` must be zero. Accepts a chunk
+    every cycle while the output takes beats, across packet ends too. ``m_axis.tvalid`` and ``s.ready`` come
+    from registers.
+
+    A ring of ``slots`` output beats between a pipeline in and a register slice out, so that every path is a
+    few levels deep:
+
+    * in (2 stages): the chunk and its keep bits; then its bytes moved to their place in the ring (each
+      chunk's place is known as it enters: the sum of the counts before it, a packet's first chunk at the
+      next beat), the beats it completes and, for a packet's last chunk, the last beat's bytes;
+    * control: the ring takes the chunk where the ring has room (one compare of registers); a completed beat
+      leaves at the read slot (the slot's data, and the keep bits kept for it) into the output's register
+      slice. Latency from a chunk's entry to the beat it completes: 4 cycles.
     """
 
     def __init__(self, in_bytes: int, out_bytes: int):
@@ -62,86 +74,156 @@ class BytePacker(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         IN, OUT = self.in_bytes, self.out_bytes
-        cap = OUT + 2 * IN          # room for a chunk on top of a full beat plus a partial one: no bubbles
+        assert OUT & (OUT - 1) == 0 and OUT >= 8, "the beat is a power of two bytes, 8 or more"
+        span = -(-IN // OUT) + 1                         # slots a chunk touches, at most
+        S = 1 << (span + 2).bit_length()                 # slots: a chunk's, the skip to a beat, two to read
+        cap = S * OUT
+        cbits = cap.bit_length() - 1
+        obits = OUT.bit_length() - 1
         s, o = self.s, self.m_axis
-        buf = Signal(8 * cap)
-        level = Signal(range(cap + 1))
-        flush = Signal()
-        # comparisons of the level, registered: each candidate next level is compared before the handshake
-        # picks one, so the path from the handshake to the registers is a few multiplexers long
-        full, one_beat, empty, room = Signal(), Signal(init=1), Signal(init=1), Signal(init=1)
+        # positions in the ring count on past its size (the ring is the low ``cbits``): the head less the tail
+        # is what the ring holds, up to ``cap``
+        POS = cbits + 2
+        LIMIT = cap - IN - OUT                           # the ring takes a chunk while it holds at most this
 
-        def set_level(value):
-            return [level.eq(value), full.eq(value >= OUT), one_beat.eq(value <= OUT), empty.eq(value == 0),
-                    room.eq(value <= cap - IN)]
+        # -- in, stage 1: the chunk and its keep bits --------------------------------------------------------
+        a = SimpleNamespace(valid=Signal(), ready=Signal(), data=Signal(8 * IN), keep=Signal(IN),
+                            count=Signal(range(IN + 1)), last=Signal())
+        skid_buffer(m, "chunk", s.valid, s.ready, a.valid, a.ready,
+                    [(s.data, a.data), (keep_mask(s.count, IN), a.keep), (s.count, a.count), (s.last, a.last)])
+        # -- in, stage 2: the bytes moved to their place, what the chunk completes -----------------------------
+        place = Signal(POS)                 # where the chunk in stage 1 goes
+        end = Signal(POS)
+        m.d.comb += end.eq(place + a.count)
+        up = Signal(POS)                    # the end rounded up to a beat: the next packet's place
+        m.d.comb += up.eq((end + OUT - 1) & ~(OUT - 1) & ((1 << POS) - 1))
+        nxt = Mux(a.last, up, end)
+        with m.If(a.valid & a.ready):
+            m.d.sync += place.eq(nxt)
+        moved, moved_keep = moved_up(a.data, a.keep, IN, place[:3])
+        # beats completed: every slot the chunk's end passes; a packet's last chunk also the one it ends in
+        done = Signal(range(span + 2))
+        m.d.comb += done.eq((nxt >> obits) - (place >> obits))
+        tail = Signal(range(OUT + 1))       # the last beat's bytes (a last chunk): from its slot's start
+        m.d.comb += tail.eq(end - ((end - 1) & ~(OUT - 1)))
+        b = SimpleNamespace(valid=Signal(), ready=Signal(), data=Signal(len(moved)), keep=Signal(len(moved_keep)),
+                            group=Signal(cbits - 3), done=Signal.like(done), last=Signal(), any=Signal(),
+                            tail_slot=Signal(range(S)), tail_keep=Signal(OUT), adv=Signal(range(IN + OUT + 1)),
+                            adv_out=Signal(range(-OUT, IN + 1)))
+        skid_buffer(m, "placed", a.valid, a.ready, b.valid, b.ready,
+                    [(moved, b.data), (moved_keep, b.keep), (place[3:cbits], b.group), (done, b.done),
+                     (a.last, b.last), (a.count != 0, b.any), (((end - 1) >> obits)[:len(b.tail_slot)], b.tail_slot),
+                     (keep_mask(tail, OUT), b.tail_keep),
+                     # how far the chunk moves the ring's head (its count, and a last chunk's skip to a beat)
+                     ((nxt - place)[:len(b.adv)], b.adv), ((nxt - place)[:len(b.adv)] - OUT, b.adv_out)])
 
-        m.d.comb += [
-            o.tvalid.eq(full | (flush & ~empty)),
-            o.tdata.eq(buf[:8 * OUT]),
-            o.tkeep.eq(keep_mask(level, OUT)),
-            o.tlast.eq(flush & one_beat),
-        ]
-        emit = o.tvalid & o.tready
-        # the packet being flushed is done: its last beat leaves now (or it had no bytes)
-        drain = Signal()
-        m.d.comb += drain.eq(flush & ((emit & one_beat) | empty))
-        # while a packet end flushes, the next packet's first chunk waits in ``hold`` (the input never
-        # stalls for a flush of two beats); at the drain it enters the buffer, with the chunk after it
-        hold = Signal(8 * IN)
-        hold_count = Signal(range(IN + 1))
-        hold_last = Signal()
-        hold_valid = Signal()
-        m.d.comb += s.ready.eq(Mux(flush, drain | ~hold_valid, room))
-        take = s.valid & s.ready
-        # the chunk goes in at the registered level, then the beat that leaves (if one does) shifts out:
-        # the shifter's amount never waits on m_axis.tready
-        merged = Signal(8 * cap)
-        m.d.comb += merged.eq(buf | (s.data << Cat(C(0, 3), level)))
-        after_beat = Mux(full & ~one_beat, level - OUT, 0)      # the level once a beat has left
-        with m.If(drain & hold_valid):
-            m.d.sync += [flush.eq(hold_last), hold_valid.eq(0)]
-            with m.If(take & ~hold_last):       # the held packet goes on: the new chunk follows it
-                m.d.sync += [buf.eq(hold | (s.data << Cat(C(0, 3), hold_count))), flush.eq(s.last)]
-                m.d.sync += set_level(hold_count + s.count)
-            with m.Else():
-                m.d.sync += buf.eq(hold)
-                m.d.sync += set_level(hold_count)
-            with m.If(take & hold_last):        # a one-chunk packet: the new chunk is the next one held
-                m.d.sync += [hold.eq(s.data), hold_count.eq(s.count), hold_last.eq(s.last), hold_valid.eq(1)]
-        with m.Elif(take & flush & ~drain):
-            m.d.sync += [hold.eq(s.data), hold_count.eq(s.count), hold_last.eq(s.last), hold_valid.eq(1)]
-            with m.If(emit):
-                m.d.sync += buf.eq(buf >> (8 * OUT))
-                m.d.sync += set_level(after_beat)
-        with m.Elif(take & drain):              # the packet before is out: this one starts a new beat
-            m.d.sync += [buf.eq(s.data), flush.eq(s.last)]
-            m.d.sync += set_level(s.count)
-        with m.Elif(take):                      # not flushing: a beat leaves only from a full one
-            m.d.sync += flush.eq(s.last)
-            with m.If(emit):
-                m.d.sync += buf.eq(merged >> (8 * OUT))
-                m.d.sync += set_level(level + s.count - OUT)
-            with m.Else():
-                m.d.sync += buf.eq(merged)
-                m.d.sync += set_level(level + s.count)
+        # -- control ---------------------------------------------------------------------------------------
+        ring = Signal(8 * cap)
+        # what the ring holds (written and not yet read, skips included) less LIMIT + 1: the ring takes a
+        # chunk while this is negative
+        OCC = range(-(LIMIT + 1) - OUT - 1, cap + IN + OUT + 1)
+        held = Signal(OCC, init=-(LIMIT + 1))
+        room = Signal(init=1)
+        ready_beats = Signal(range(S + 1))
+        has_beat = Signal()
+        slot_keep = [Signal(OUT, init=(1 << OUT) - 1, name=f"slot_keep{k}") for k in range(S)]
+        slot_last = [Signal(name=f"slot_last{k}") for k in range(S)]
+        rslot = Signal(range(S))
+        accept = b.valid & room
+        m.d.comb += b.ready.eq(room)
+        write_ring(m, ring, b.data, b.keep, b.group, accept, "ring")
+        # out: the read slot's beat, its keep bits and last flag, into a register slice
+        out_ready = Signal()
+        emit = has_beat & out_ready
+        keep = Signal(OUT)
+        m.d.comb += keep.eq(pick(slot_keep, rslot, OUT))
+        beat = pick([ring[8 * OUT * k:8 * OUT * (k + 1)] for k in range(S)], rslot, 8 * OUT)
+        skid_buffer(m, "out", has_beat, out_ready, o.tvalid, o.tready,
+                    [(beat & Cat(*[k.replicate(8) for k in keep]), o.tdata), (keep, o.tkeep),
+                     (pick(slot_last, rslot, 1), o.tlast)])
+        with m.If(accept & b.last & b.any):
+            for k in range(S):
+                with m.If(b.tail_slot == k):
+                    m.d.sync += [slot_keep[k].eq(b.tail_keep), slot_last[k].eq(1)]
+        with m.If(emit):
+            m.d.sync += rslot.eq(rslot + 1)
+            for k in range(S):
+                with m.If(rslot == k):
+                    m.d.sync += [slot_keep[k].eq((1 << OUT) - 1), slot_last[k].eq(0)]
+        # the counts, and the flags from them for the next cycle (each one sum of registers)
+        new_ready = Signal.like(ready_beats)
+        m.d.comb += new_ready.eq(ready_beats + Mux(accept, b.done, 0) - emit)
+        m.d.sync += [ready_beats.eq(new_ready), has_beat.eq(new_ready != 0)]
+        new_held = Signal(OCC)
+        with m.If(accept):
+            m.d.comb += new_held.eq(Mux(emit, held + b.adv_out, held + b.adv))
         with m.Else():
-            with m.If(emit):
-                m.d.sync += buf.eq(buf >> (8 * OUT))
-                m.d.sync += set_level(after_beat)
-            with m.If(drain):
-                m.d.sync += flush.eq(0)
+            m.d.comb += new_held.eq(Mux(emit, held - OUT, held))
+        m.d.sync += [held.eq(new_held), room.eq(new_held < 0)]
         return m
+
+
+def pick(candidates, index, width: int):
+    """``candidates[index]`` (each ``width`` bits, ``index`` a Value): one multiplexer of len(candidates)
+    inputs a bit, which maps to a LUT and the wide multiplexers behind it (a shifter of the same function
+    maps to a stage a bit of the index)."""
+    if len(candidates) == 1:
+        return candidates[0]
+    return Cat(*candidates).word_select(index, width)
+
+
+def moved_up(data, keep, nbytes: int, fine):
+    """The first step of writing ``nbytes`` bytes (``data``, their ``keep`` bits) into a ring at a byte
+    place: moved up by the place's low 3 bits (``fine``), into whole 8-byte groups (:func:`write_ring` puts
+    group g at the place's group + g). Returns (bytes, keep bits)."""
+    groups = -(-(nbytes + 8) // 8)
+    d = [data[8 * i:8 * (i + 1)] for i in range(nbytes)]
+    moved = Cat(*[pick([d[u - k] if 0 <= u - k < nbytes else C(0, 8) for k in range(8)], fine, 8)
+                  for u in range(8 * groups)])
+    moved_keep = Cat(*[pick([keep[u - k] if 0 <= u - k < nbytes else C(0, 1) for k in range(8)], fine, 1)
+                       for u in range(8 * groups)])
+    return moved, moved_keep
+
+
+def write_ring(m, ring, data, keep, group, enable, name: str):
+    """The second step: ``ring`` (a Signal of 8-byte groups) takes the groups of ``data`` (:func:`moved_up`'s,
+    in a register) where their ``keep`` bits are set, group g at ring group (``group`` + g) mod G, when
+    ``enable``: each ring group picks one of the data's groups (a multiplexer of G inputs a bit, most of them
+    constant) with its byte enables."""
+    G, EG = len(ring) // 64, len(data) // 64
+    new, en = [], []
+    for J in range(G):
+        at = Signal(range(G), name=f"{name}_at{J}")
+        m.d.comb += at.eq(J - group)                # (mod G: its width)
+        new.append(pick([data[64 * g:64 * (g + 1)] if g < EG else C(0, 64) for g in range(G)], at, 64))
+        e = Signal(8, name=f"{name}_en{J}")         # (a signal: a bit of an expression re-emits the expression)
+        m.d.comb += e.eq(pick([keep[8 * g:8 * (g + 1)] if g < EG else C(0, 8) for g in range(G)], at, 8))
+        en.append(e)
+    en8 = Cat(*[e[i].replicate(8) for e in en for i in range(8)])
+    with m.If(enable):
+        m.d.sync += ring.eq((ring & ~en8) | (Cat(*new) & en8))
 
 
 class ByteUnpacker(wiring.Component):
     """Dense ``in_bytes``-byte AXI-Stream beats -> chunks of ``take`` bytes (``take`` <= ``out_bytes``,
-    set per packet), the last chunk of a packet holding what remains.
+    set per packet), the last chunk of a packet holding what remains (the bytes past its count zero).
 
     ``s_axis.tuser`` of a packet's first beat is carried on every chunk of that packet as ``m.user``.
-    Latency 1 cycle; one chunk per cycle while bytes last; after a packet's last beat, input waits until
-    the packet's last chunk leaves and takes the next packet's first beat in that same cycle. ``m.valid``
-    comes from registers; ``s_axis.tready`` depends on ``m.ready`` only at a packet end. ``take`` is
-    sampled with a packet's first beat, as ``tuser`` is, and holds for that packet.
+    ``take`` is sampled with a packet's first beat, as ``tuser`` is, and holds for that packet. One chunk per
+    cycle while bytes last; after a packet's last beat, the next packet's beats wait until that packet's last
+    chunk is cut. ``m.valid`` and ``s_axis.tready`` come from registers.
+
+    A ring of ``cap`` bytes (a power of two, at least a beat and two chunks) between two pipelines, so that no
+    data path passes through the control that decides it and every path is a few levels deep:
+
+    * in (3 stages): the beat (its byte count from ``tkeep``); its bytes rotated to where they go in the ring
+      (each beat's place is known as it enters: the sum of the counts before it) with their byte enables, and
+      the sums the control compares; then the control takes it into the ring;
+    * control: the level, ``after`` (the level less the take) and four flags (a whole chunk, the last one,
+      empty, room for a beat), each flag the sign of one sum of two registers; a chunk is cut at the read
+      pointer, within the credits of the output buffer;
+    * out (2 stages, then the buffer): the 8-byte-aligned window of the ring at the read pointer, then the
+      chunk from the window; latency from the control's cut to ``m`` 3 cycles.
     """
 
     def __init__(self, in_bytes: int, out_bytes: int, user_width: int = 16):
@@ -155,78 +237,123 @@ class ByteUnpacker(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         IN, OUT = self.in_bytes, self.out_bytes
-        cap = IN + 2 * OUT          # refill while at least two chunks are left: the output never starves
+        assert IN & (IN - 1) == 0, "the beat is a power of two bytes"
+        cap = 1 << (IN + 2 * OUT - 1).bit_length()      # refill while two chunks are left: the output never starves
+        ROOM = cap - IN                                  # a beat fits while the level is at most this
         s, o = self.s_axis, self.m
-        take = Signal.like(self.take)
-        buf = Signal(8 * cap)
+        uw = len(o.user)
+        cbits = cap.bit_length() - 1
+        # every sum below fits this signed width: the level and ``after`` lie in [-OUT, cap], a count in [0, IN]
+        SUM = range(-(cap + 2 * OUT + IN + 2), cap + 2 * OUT + IN + 2)
+
+        # -- in, stage 1: the beat, its byte count and the packet's take -------------------------------------
+        in_first, in_take = Signal(init=1), Signal.like(self.take)
+        beat_take = Mux(in_first, self.take, in_take)
+        with m.If(s.tvalid & s.tready):
+            m.d.sync += [in_first.eq(s.tlast), in_take.eq(beat_take)]
+        a = SimpleNamespace(valid=Signal(), ready=Signal(), data=Signal(8 * IN), keep=Signal(IN),
+                            count=Signal(range(IN + 1)), last=Signal(), user=Signal(uw), take=Signal.like(self.take))
+        skid_buffer(m, "beat", s.tvalid, s.tready, a.valid, a.ready,
+                    [(s.tdata, a.data), (s.tkeep, a.keep), (keep_count(m, s.tkeep, "in_count"), a.count),
+                     (s.tlast, a.last), (s.tuser, a.user), (beat_take, a.take)])
+        # -- in, stage 2: the bytes rotated to their place in the ring, the ring's byte enables, the sums ------
+        place = Signal(cbits)               # where the beat in stage 1 goes: the counts of the beats before it
+        with m.If(a.valid & a.ready):
+            m.d.sync += place.eq(place + a.count)
+        moved, moved_keep = moved_up(a.data, a.keep, IN, place[:3])
+        names = ("ntake", "ntake1", "c_t", "c_t1", "c_m1", "c_room")
+        b = SimpleNamespace(valid=Signal(), ready=Signal(), data=Signal(len(moved)), keep=Signal(len(moved_keep)),
+                            group=Signal(cbits - 3),
+                            count=Signal(range(IN + 1)), last=Signal(), user=Signal(uw), take=Signal.like(self.take),
+                            **{n: Signal(SUM, name=f"pre_{n}") for n in names})
+        sums = {"ntake": -a.take, "ntake1": -a.take - 1, "c_t": a.count - a.take, "c_t1": a.count - a.take - 1,
+                "c_m1": a.count - 1, "c_room": a.count - (ROOM + 1)}
+        skid_buffer(m, "placed", a.valid, a.ready, b.valid, b.ready,
+                    [(moved, b.data), (moved_keep, b.keep), (place[3:], b.group)]
+                    + [(getattr(a, n), getattr(b, n)) for n in ("count", "last", "user", "take")]
+                    + [(sums[n], getattr(b, n)) for n in names])
+
+        # -- control --------------------------------------------------------------------------------------
+        ring = Signal(8 * cap)
+        take, ntake, ntake1 = Signal.like(self.take), Signal(SUM), Signal(SUM)
         level = Signal(range(cap + 1))
+        rp = Signal(cbits)
         ending = Signal()
         first = Signal(init=1)
-        user = Signal(len(o.user))
-        # comparisons of the level, registered (as in BytePacker): each candidate next level is compared
-        # before the handshake picks one
-        chunk, last_chunk, empty, room = Signal(), Signal(init=1), Signal(init=1), Signal(init=1)
-
-        accept = s.tvalid & s.tready
-        m.d.sync += take.eq(Mux(accept & first, self.take, take))   # the packet's take, from its first beat on
-
-        # ``after``: the level once a chunk has left, level - take, kept beside the level (signed: below a
-        # whole chunk it is negative), so that no sum of the next level waits on another: each is one
-        # addition of registers and the beat's byte count (a new packet's: its count less the new take)
+        user = Signal(uw)
+        # ``after``: the level once a chunk has left, level - take (signed: below a whole chunk it is negative)
         after = Signal(range(-OUT, cap + 1))
+        chunk, last_chunk, empty, room = Signal(), Signal(init=1), Signal(init=1), Signal(init=1)
+        # the output buffer, behind the two stages of the read
+        READ = 2
+        m.submodules.out = out = CreditBuffer(8 * OUT + len(o.count) + 1 + uw, READ)
 
-        def set_level(level_next, after_next):
-            # the flags from the two sums: a chunk is whole when ``after`` >= 0, the last when <= 0
-            a = Signal.like(after, name="after_next")
-            m.d.comb += a.eq(after_next)
-            return [level.eq(level_next), after.eq(a), chunk.eq(~a[-1]), last_chunk.eq(a[-1] | (a == 0)),
-                    empty.eq(level_next == 0), room.eq(level_next <= cap - IN)]
+        def neg(*terms):
+            """Whether the sum of ``terms`` (registers) is negative: one adder and its sign."""
+            t = Signal(SUM)
+            m.d.comb += t.eq(sum(terms))
+            return t[-1]
 
-        m.d.comb += [
-            o.valid.eq(chunk | (ending & ~empty)),
-            o.data.eq(buf[:8 * OUT]),
-            o.count.eq(Mux(last_chunk, level, take)),
-            o.last.eq(ending & last_chunk),
-            o.user.eq(user),
-        ]
-        emit = o.valid & o.ready
-        # a packet's first beat may enter in the cycle its predecessor's last chunk leaves
-        m.d.comb += s.tready.eq(Mux(ending, emit & o.last, room))
-        count = keep_count(m, s.tkeep, "in_count")
-        # the beat goes in at the registered level (every cycle: the bytes above the level are don't-cares,
-        # masked off by byte_mask,
-        # so a beat that is not taken leaves nothing that counts), then the chunk that leaves (if one does)
-        # shifts out: one shifter each way, their amounts registered
-        data = Signal(8 * IN)
-        m.d.comb += data.eq(s.tdata & Cat(*[k.replicate(8) for k in s.tkeep]))
-        # with or without a chunk leaving, in parallel: the shifters' amounts are all registers
-        stay = Signal(8 * cap)
-        m.d.comb += stay.eq((buf & byte_mask(level, cap)) | (data << Cat(C(0, 3), level)))
-        move = Signal(8 * cap)
-        shift = after[:len(level)]              # (where a chunk leaves, ``after`` is not negative)
-        m.d.comb += move.eq(((buf >> Cat(C(0, 3), take)) & byte_mask(shift, cap)) | (data << Cat(C(0, 3), shift)))
-        with m.If(accept & ending):             # the packet before has left: this one starts afresh
-            m.d.sync += buf.eq(data)
-        with m.Elif(emit):
-            m.d.sync += buf.eq(move)
-        with m.Else():
-            m.d.sync += buf.eq(stay)
-        # Between packets (``first`` and not ``ending``) the level is 0 and no chunk can leave, and a packet's
+        def set_level(level_next, after_next, flags):
+            """The next level, ``after`` and the flags (chunk, last_chunk, empty, room) as ``neg`` found them."""
+            return [level.eq(level_next), after.eq(after_next), chunk.eq(flags[0]), last_chunk.eq(flags[1]),
+                    empty.eq(flags[2]), room.eq(flags[3])]
+
+        cut_valid = chunk | (ending & ~empty)
+        cut = cut_valid & out.ready
+        cut_count = Signal.like(o.count)       # (the last chunk's level is at most the take)
+        m.d.comb += cut_count.eq(Mux(last_chunk, level, take))
+        cut_last = ending & last_chunk
+        # a packet's first beat may enter in the cycle its predecessor's last chunk is cut
+        m.d.comb += b.ready.eq(Mux(ending, cut & last_chunk, room))
+        accept = b.valid & b.ready
+        write_ring(m, ring, b.data, b.keep, b.group, accept, "ring")
+        with m.If(cut):
+            m.d.sync += rp.eq(rp + cut_count)
+        # Between packets (``first`` and not ``ending``) the level is 0 and no chunk can be cut, and a packet's
         # last beat sets ``first`` with ``ending``: so a first beat is new (the take is the new one) exactly
-        # where it meets an empty buffer, and a chunk leaves only at the packet's own take.
+        # where it meets an empty ring, and a chunk is cut only at the packet's own take.
+        # Each flag: chunk = after >= 0, last_chunk = after <= 0, empty = level == 0, room = level <= ROOM.
         with m.If(accept):
-            m.d.sync += [ending.eq(s.tlast), first.eq(s.tlast)]
+            m.d.sync += [ending.eq(b.last), first.eq(b.last)]
             with m.If(first):
-                m.d.sync += user.eq(s.tuser)
-            with m.If(ending | first):          # a packet starts in an empty buffer
-                m.d.sync += set_level(count, count - self.take)
-            with m.Elif(emit):                  # not ending: a chunk leaves only whole
-                m.d.sync += set_level(after + count, after + (count - take))
+                m.d.sync += [user.eq(b.user), take.eq(b.take), ntake.eq(b.ntake), ntake1.eq(b.ntake1)]
+            with m.If(ending | first):          # a packet starts in an empty ring
+                m.d.sync += set_level(b.count, b.c_t, (~b.c_t[-1], b.c_t1[-1], b.c_m1[-1], b.c_room[-1]))
+            with m.Elif(cut):                   # not ending: a chunk is cut only whole
+                m.d.sync += set_level(after + b.count, after + b.c_t,
+                                      (~neg(after, b.c_t), neg(after, b.c_t1), neg(after, b.c_m1),
+                                       neg(after, b.c_room)))
             with m.Else():
-                m.d.sync += set_level(level + count, after + count)
+                m.d.sync += set_level(level + b.count, after + b.count,
+                                      (~neg(after, b.count), neg(after, b.c_m1), neg(level, b.c_m1),
+                                       neg(level, b.c_room)))
         with m.Else():
-            with m.If(emit):
-                m.d.sync += set_level(Mux(last_chunk, 0, after), Mux(last_chunk, -take, after - take))
-            with m.If((emit & o.last) | (ending & empty)):
+            with m.If(cut):
+                with m.If(last_chunk):
+                    m.d.sync += set_level(0, ntake, (~ntake[-1], 1, 1, 1))
+                with m.Else():
+                    m.d.sync += set_level(after, after + ntake,
+                                          (~neg(after, ntake), neg(after, ntake1), neg(after, -1),
+                                           neg(after, -(ROOM + 1))))
+            with m.If((cut & cut_last) | (ending & empty)):
                 m.d.sync += ending.eq(0)
+
+        # -- out: the ring's 8-byte-aligned window at the read pointer, then the chunk from it ----------------
+        span = OUT + 7
+        G = cap // 8
+        r_groups = [ring[64 * h:64 * (h + 1)] for h in range(G)]
+        window = Cat(*[pick([r_groups[(h + g) % G] for h in range(G)], rp[3:], 64)
+                       for g in range(-(-span // 8))])
+        w1 = register(m, window, "read_window")
+        lo1 = register(m, rp[:3], "read_offset")
+        side1 = register(m, Cat(cut_count, cut_last, user), "read_side")
+        w_bytes = [w1[8 * i:8 * (i + 1)] for i in range(len(w1) // 8)]
+        picked = Cat(*[pick([w_bytes[i + k] for k in range(8)], lo1, 8) for i in range(OUT)])
+        count1 = side1[:len(o.count)]
+        m.d.comb += [out.enter.eq(cut), out.p_valid.eq(delay(m, cut, READ, "read_valid", reset=True)),
+                     out.p_data.eq(register(m, Cat(picked & byte_mask(count1, OUT), side1), "read_chunk")),
+                     o.valid.eq(out.m_valid), out.m_ready.eq(o.ready),
+                     o.data.eq(out.m_data[:8 * OUT]), o.count.eq(out.m_data[8 * OUT:8 * OUT + len(o.count)]),
+                     o.last.eq(out.m_data[8 * OUT + len(o.count)]), o.user.eq(out.m_data[8 * OUT + len(o.count) + 1:])]
         return m

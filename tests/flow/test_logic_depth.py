@@ -3,7 +3,7 @@ between registers, a carry chain counted once, an inverter absorbed, a LUT-RAM r
 
 import pytest
 
-from hdl.flow.logic_depth import logic_levels
+from hdl.flow.logic_depth import critical_path, logic_levels
 
 OUT = {"O": "output"}
 
@@ -23,6 +23,17 @@ def test_luts_between_registers_count_each():
              **{f"lut{i}": cell("LUT6", {"I0": [2 + i]}, {"O": [3 + i]}) for i in range(5)},
              "ff1": cell("FDRE", {"D": [7]}, {"Q": [8]})}
     assert logic_levels(module(cells, {"sum": [7], "$tmp": [6]})) == {"levels": 5, "end": "sum"}
+
+
+def test_the_critical_path_names_its_cells_from_the_register_it_starts_at():
+    cells = {"ff0": cell("FDRE", {"D": [1]}, {"Q": [2]}),
+             "short": cell("LUT2", {"I0": [2]}, {"O": [20]}),
+             **{f"lut{i}": cell("LUT6", {"I0": [2 + i]}, {"O": [3 + i]}) for i in range(3)},
+             "join": cell("LUT3", {"I0": [5], "I1": [20]}, {"O": [6]}),
+             "ff1": cell("FDRE", {"D": [6]}, {"Q": [7]})}
+    found = critical_path(module(cells, {"count": [2], "a": [3], "b": [4], "c": [5], "s": [20], "join": [6]}))
+    assert found["levels"] == 4 and found["start"] == "count"
+    assert found["path"] == [("LUT6", "a"), ("LUT6", "b"), ("LUT6", "c"), ("LUT3", "join")]
 
 
 def test_a_carry_chain_counts_once_and_an_inverter_not_at_all():

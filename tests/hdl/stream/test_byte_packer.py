@@ -122,7 +122,7 @@ def unpack(dut, packets, takes, users, rng, idle=0.0, backpressure=0.0):
     return out, emitted
 
 
-@pytest.mark.parametrize("in_bytes,out_bytes", [(8, 4), (8, 17), (64, 9), (64, 32), (64, 68)])
+@pytest.mark.parametrize("in_bytes,out_bytes", [(8, 4), (8, 17), (64, 9), (64, 32), (64, 68), (128, 64)])
 @pytest.mark.parametrize("idle,backpressure", TRAFFIC)
 def test_byte_unpacker_cuts_beats_into_chunks(rng, in_bytes, out_bytes, idle, backpressure):
     n = 12
