@@ -10,7 +10,7 @@ from hdl.codec.codec_set import ALL, BFP, codec_set, is_bfp8, selects
 from hdl.codec.half_float import F32_TO_F16_STAGES, f32_to_bf16, f32_to_f16
 from hdl.codec.wire_size import chunk_bytes as codec_chunk_bytes
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_count
-from hdl.stream.byte_packer import BytePacker, byte_mask
+from hdl.stream.byte_packer import BytePacker
 from hdl.stream.credit_buffer import CreditBuffer
 from hdl.stream.pipeline import delay, register
 
@@ -94,26 +94,29 @@ class Compressor(wiring.Component):
         # what the chunk needs besides its data travels beside the pipeline, with the codec it was made with
         valid_d = delay(m, fire, latency, "valid", reset=True)
         last_d = delay(m, src_last, latency, "last")
-        half_count_d = delay(m, half_count, latency, "half_count")
         codec_d = delay(m, codec, latency, "codec")
         chunk = halves.get(Codec.bf16, C(0, 8 * chunk_bytes))
         if Codec.fp16 in halves:
             chunk = Mux(codec_d == Codec.fp16, halves[Codec.fp16], chunk) if Codec.bf16 in halves else halves[Codec.fp16]
+        # the chunk's byte count, found as it enters (from the beat's tkeep or the group's blocks) and delayed
+        # beside it: nothing at the pipeline's end waits on a product or a decode (the packer writes only the
+        # bytes a count covers: what lies past it need not be cleared)
         count = Signal(count_bits)
-        m.d.comb += count.eq(half_count_d)
+        m.d.comb += count.eq(half_count)
         if has_bfp:
             # block floating point: gather 16 elements, encode the block, hand the packer one record
             records = [bfp.encode(m, gather.m.data[bfp.BLOCK_BITS * i:bfp.BLOCK_BITS * (i + 1)],
                                   is_bfp8(codec, built), f"bfp{i}", register) for i in range(gather.group)]
-            blocks_d = delay(m, gather.m.blocks, latency, "blocks")
             bfp_d, is8_d = selects(codec_d, built, Codec.bfp8, Codec.bfp4), is_bfp8(codec_d, built)
             chunk = Mux(bfp_d, bfp.group_records(records, is8_d), chunk)
-            with m.If(bfp_d):
-                m.d.comb += count.eq(blocks_d * Mux(is8_d, bfp.block_bytes(8), bfp.block_bytes(4)))
+            with m.If(is_bfp):
+                m.d.comb += count.eq(gather.m.blocks * Mux(is_bfp8(codec, built), bfp.block_bytes(8),
+                                                           bfp.block_bytes(4)))
+        count_d = delay(m, count, latency, "count")
         m.d.comb += [
             buf.enter.eq(fire),
             buf.p_valid.eq(valid_d),
-            buf.p_data.eq(Cat(chunk & byte_mask(count, chunk_bytes), count, last_d)),
+            buf.p_data.eq(Cat(chunk, count_d, last_d)),
             packer.s.data.eq(buf.m_data[:8 * chunk_bytes]),
             packer.s.count.eq(buf.m_data[8 * chunk_bytes:8 * chunk_bytes + count_bits]),
             packer.s.last.eq(buf.m_data[-1]),

@@ -52,7 +52,7 @@ class BytePacker(wiring.Component):
     """Chunks of up to ``in_bytes`` bytes -> densely packed ``out_bytes``-byte AXI-Stream beats.
 
     A packet's bytes are concatenated; its last beat is partial (``tkeep``, the bytes past it zero) and the
-    next packet starts a new beat. The bytes of ``s.data`` past ``s.count`` must be zero. Accepts a chunk
+    next packet starts a new beat. The bytes of ``s.data`` past ``s.count`` are not written (any value). Accepts a chunk
     every cycle while the output takes beats, across packet ends too. ``m_axis.tvalid`` and ``s.ready`` come
     from registers.
 
@@ -76,7 +76,7 @@ class BytePacker(wiring.Component):
         IN, OUT = self.in_bytes, self.out_bytes
         assert OUT & (OUT - 1) == 0 and OUT >= 8, "the beat is a power of two bytes, 8 or more"
         span = -(-IN // OUT) + 1                         # slots a chunk touches, at most
-        S = 1 << (span + 2).bit_length()                 # slots: a chunk's, the skip to a beat, two to read
+        S = 1 << (span + 1).bit_length()                 # slots (a power of two): a chunk's, the skip, one to read
         cap = S * OUT
         cbits = cap.bit_length() - 1
         obits = OUT.bit_length() - 1
@@ -107,11 +107,13 @@ class BytePacker(wiring.Component):
         tail = Signal(range(OUT + 1))       # the last beat's bytes (a last chunk): from its slot's start
         m.d.comb += tail.eq(end - ((end - 1) & ~(OUT - 1)))
         b = SimpleNamespace(valid=Signal(), ready=Signal(), data=Signal(len(moved)), keep=Signal(len(moved_keep)),
-                            group=Signal(cbits - 3), done=Signal.like(done), last=Signal(), any=Signal(),
+                            group=Signal(len(ring_sources(place[3:cbits], cap // 8))), done=Signal.like(done),
+                            last=Signal(), any=Signal(),
                             tail_slot=Signal(range(S)), tail_keep=Signal(OUT), adv=Signal(range(IN + OUT + 1)),
                             adv_out=Signal(range(-OUT, IN + 1)))
         skid_buffer(m, "placed", a.valid, a.ready, b.valid, b.ready,
-                    [(moved, b.data), (moved_keep, b.keep), (place[3:cbits], b.group), (done, b.done),
+                    [(moved, b.data), (moved_keep, b.keep), (ring_sources(place[3:cbits], cap // 8), b.group),
+                     (done, b.done),
                      (a.last, b.last), (a.count != 0, b.any), (((end - 1) >> obits)[:len(b.tail_slot)], b.tail_slot),
                      (keep_mask(tail, OUT), b.tail_keep),
                      # how far the chunk moves the ring's head (its count, and a last chunk's skip to a beat)
@@ -185,21 +187,31 @@ def moved_up(data, keep, nbytes: int, fine):
     return moved, moved_keep
 
 
-def write_ring(m, ring, data, keep, group, enable, name: str):
-    """The second step: ``ring`` (a Signal of 8-byte groups) takes the groups of ``data`` (:func:`moved_up`'s,
-    in a register) where their ``keep`` bits are set, group g at ring group (``group`` + g) mod G, when
-    ``enable``: each ring group picks one of the data's groups (a multiplexer of G inputs a bit, most of them
-    constant) with its byte enables."""
+def ring_sources(group, G: int):
+    """For each of the ring's G 8-byte groups, which of a write's groups lands on it ((J - ``group``) mod G,
+    ``group`` the write's start): found a stage ahead and registered (:func:`write_ring`'s ``at``), so that
+    the ring's multiplexers select on flip-flops."""
+    bits = max(1, (G - 1).bit_length())
+    return Cat(*[(J - group)[:bits] for J in range(G)])
+
+
+def write_ring(m, ring, data, keep, at, enable, name: str):
+    """The second step: ``ring`` (a Signal of G 8-byte groups) takes the groups of ``data`` (:func:`moved_up`'s,
+    in a register) where their ``keep`` bits are set, group g at ring group (start + g) mod G (``at``:
+    :func:`ring_sources`, registered), when ``enable``: each ring group picks one of the data's groups (a
+    multiplexer of G inputs a bit, most of them constant) with its byte enables."""
     G, EG = len(ring) // 64, len(data) // 64
+    bits = len(at) // G
     new, en = [], []
     for J in range(G):
-        at = Signal(range(G), name=f"{name}_at{J}")
-        m.d.comb += at.eq(J - group)                # (mod G: its width)
-        new.append(pick([data[64 * g:64 * (g + 1)] if g < EG else C(0, 64) for g in range(G)], at, 64))
+        src = at[bits * J:bits * (J + 1)]
+        new.append(pick([data[64 * g:64 * (g + 1)] if g < EG else C(0, 64) for g in range(G)], src, 64))
         e = Signal(8, name=f"{name}_en{J}")         # (a signal: a bit of an expression re-emits the expression)
-        m.d.comb += e.eq(pick([keep[8 * g:8 * (g + 1)] if g < EG else C(0, 8) for g in range(G)], at, 8))
-        en.append(e)
-    en8 = Cat(*[e[i].replicate(8) for e in en for i in range(8)])
+        m.d.comb += e.eq(pick([keep[8 * g:8 * (g + 1)] if g < EG else C(0, 8) for g in range(G)], src, 8))
+        e8 = Signal(64, name=f"{name}_bits{J}")     # (a signal a group: one short line of Verilog each)
+        m.d.comb += e8.eq(Cat(*[e[i].replicate(8) for i in range(8)]))
+        en.append(e8)
+    en8 = Cat(*en)
     with m.If(enable):
         m.d.sync += ring.eq((ring & ~en8) | (Cat(*new) & en8))
 
@@ -263,13 +275,13 @@ class ByteUnpacker(wiring.Component):
         moved, moved_keep = moved_up(a.data, a.keep, IN, place[:3])
         names = ("ntake", "ntake1", "c_t", "c_t1", "c_m1", "c_room")
         b = SimpleNamespace(valid=Signal(), ready=Signal(), data=Signal(len(moved)), keep=Signal(len(moved_keep)),
-                            group=Signal(cbits - 3),
+                            group=Signal(len(ring_sources(place[3:], cap // 8))),
                             count=Signal(range(IN + 1)), last=Signal(), user=Signal(uw), take=Signal.like(self.take),
                             **{n: Signal(SUM, name=f"pre_{n}") for n in names})
         sums = {"ntake": -a.take, "ntake1": -a.take - 1, "c_t": a.count - a.take, "c_t1": a.count - a.take - 1,
                 "c_m1": a.count - 1, "c_room": a.count - (ROOM + 1)}
         skid_buffer(m, "placed", a.valid, a.ready, b.valid, b.ready,
-                    [(moved, b.data), (moved_keep, b.keep), (place[3:], b.group)]
+                    [(moved, b.data), (moved_keep, b.keep), (ring_sources(place[3:], cap // 8), b.group)]
                     + [(getattr(a, n), getattr(b, n)) for n in ("count", "last", "user", "take")]
                     + [(sums[n], getattr(b, n)) for n in names])
 

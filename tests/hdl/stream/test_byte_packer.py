@@ -19,8 +19,8 @@ def chunk_packets(rng, in_bytes, n_packets, max_chunks=12):
 
 
 def pack(dut, packets, rng, idle=0.0, backpressure=0.0):
-    """Drive chunk packets into a BytePacker; returns the output packets [(bytes, keeps)] and the cycles
-    a chunk was taken."""
+    """Drive chunk packets into a BytePacker (junk in the bytes past each chunk's count); returns the output
+    packets [(bytes, keeps)] and the cycles a chunk was taken."""
     OUT = dut.out_bytes
     chunks = [(c, i == len(p) - 1) for p in packets for i, c in enumerate(p)]
     out, taken = [], []
@@ -32,7 +32,8 @@ def pack(dut, packets, rng, idle=0.0, backpressure=0.0):
         ctx.set(dut.s.valid, offer)
         if offer:
             c, last = chunks[at]
-            ctx.set(dut.s.data, int.from_bytes(c, "little"))      # the bytes past count are zero (its contract)
+            junk = int(rng.integers(0, 1 << 62)) << 8 * len(c)     # past count: not written, whatever they hold
+            ctx.set(dut.s.data, (int.from_bytes(c, "little") | junk) & ((1 << 8 * dut.in_bytes) - 1))
             ctx.set(dut.s.count, len(c))
             ctx.set(dut.s.last, last)
         ctx.set(dut.m_axis.tready, not (backpressure and rng.random() < backpressure))
@@ -43,7 +44,9 @@ def pack(dut, packets, rng, idle=0.0, backpressure=0.0):
         if ctx.get(o.tvalid) and ctx.get(o.tready):
             keep = ctx.get(o.tkeep)
             state["keeps"].append(keep)
-            state["data"] += ctx.get(o.tdata).to_bytes(OUT, "little")[:bin(keep).count("1")]
+            beat = ctx.get(o.tdata).to_bytes(OUT, "little")
+            assert not any(beat[bin(keep).count("1"):]), "the bytes past tkeep are zero"
+            state["data"] += beat[:bin(keep).count("1")]
             if ctx.get(o.tlast):
                 out.append((state["data"], state["keeps"]))
                 state["data"], state["keeps"] = b"", []
