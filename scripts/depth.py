@@ -20,7 +20,6 @@ import argparse
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
 from hdl.flow.export import build_dir
 from hdl.flow.synth import block_depth
@@ -37,8 +36,7 @@ def modules(spec: str) -> list:
     if top_key.startswith("switch_p8"):
         known = {b: b for b in switch_blocks(width, (source, name))}
     elif top_key.rpartition("_w")[0] in ("nic", "nic_small", "nic_tight"):
-        known = {b: f"core.{b}" for b in nic_blocks(width, source)} if top_key.startswith("nic_w") else \
-            {b.removeprefix("core."): b for b in _core_blocks(source, name)}
+        known = {b: f"core.{b}" for b in nic_blocks(width, source, top_key.rpartition("_w")[0])}
     else:
         known = {}
     if not wanted:
@@ -50,12 +48,6 @@ def modules(spec: str) -> list:
             raise ValueError(f"unknown block {b!r} of {top_key}; its blocks: {', '.join(known) or '(none)'}")
         out.append((f"{top_key}:{b}", source, f"{name}.{known[b]}"))
     return out
-
-
-def _core_blocks(source: Path, name: str) -> list:
-    import re
-    return [f"core.{b}" for b in re.findall(rf"^module \\{re.escape(name)}\.core\.([^.\s]+)$",
-                                            source.read_text(), re.M)]
 
 
 def _one(job):

@@ -128,11 +128,12 @@ def ecp5(key: str, out: Path) -> None:
     _store(out, "ecp5", key, entry)
 
 
-def nic_blocks(width: int = 64, source: Path = None) -> list:
-    """The blocks of the NIC: the submodules of its core, as its netlist names them (one of each kind: the
-    two decompressors are the same module); ``source``: the netlist a run already exported."""
-    name = module_name("nic", width)
-    text = (source or export("nic", width, fmt="rtlil")).read_text()
+def nic_blocks(width: int = 64, source: Path = None, top: str = "nic") -> list:
+    """The blocks of a NIC (``top``: a build, contract/build.py): the submodules of its core, as its netlist
+    names them (one of each kind: the two decompressors are the same module); ``source``: the netlist a run
+    already exported."""
+    name = module_name(top, width)
+    text = (source or export(top, width, fmt="rtlil")).read_text()
     blocks = re.findall(rf"^module \\{re.escape(name)}\.core\.([^.\s]+)$", text, re.M)
     return [b for b in blocks if not re.fullmatch(r"dec[1-9]\d*(_ports)?", b)]
 
