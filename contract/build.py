@@ -8,13 +8,19 @@ exports the small one):
 
 * ``full``: every codec, the switch client, a 64-entry peer table, the default receive geometry.
 * ``small``: ``none``, ``fp16`` and ``bfp8``; the switch client; an 8-entry peer table; the receive
-  geometry of :data:`contract.credits.DEFAULT` -- the configuration that places whole on an ECP5-85.
+  geometry of :data:`contract.credits.DEFAULT`; a 16 KiB frame store (the default window, 32 frames, of
+  compressed 256-element frames: fp16's and bfp8's; a switch job whose window of frames does not fit resends
+  by reading and encoding again, as every NIC does then) -- the configuration that places whole on an ECP5-85
+  (its block RAMs: ``tests/flow/test_fit.py``).
+
+The frame store's size changes where a resend is read from (so its timing), never what is sent.
 """
 
 from dataclasses import dataclass, field
 
 from .credits import DEFAULT, Credits
 from .enums import Algorithm, Codec, Dtype
+from .in_network import NIC_FRAME_STORE_BYTES
 from .limits import MAX_RANKS, NIC_WIDTHS
 
 
@@ -40,9 +46,14 @@ class NicBuild:
     #: peer-table entries: the largest WORLD_SIZE of a ring collective (a power of two, 2 .. MAX_RANKS)
     max_ranks: int = MAX_RANKS
     credits: Credits = DEFAULT
+    #: bytes of the switch client's frame store (contract.in_network.frames_fit): a power of two
+    frame_store_bytes: int = NIC_FRAME_STORE_BYTES
 
     def __post_init__(self):
         object.__setattr__(self, "codecs", codec_set(self.codecs))
+        fs = self.frame_store_bytes
+        if not (isinstance(fs, int) and fs >= 1024 and fs & (fs - 1) == 0):
+            raise ValueError(f"build {self.name!r}: frame_store_bytes must be a power of two of 1024 or more, got {fs!r}")
         if not (2 <= self.max_ranks <= MAX_RANKS and self.max_ranks & (self.max_ranks - 1) == 0):
             raise ValueError(f"build {self.name!r}: max_ranks must be a power of two in 2 .. {MAX_RANKS}, "
                              f"got {self.max_ranks}")
@@ -90,5 +101,6 @@ def from_caps(value: int) -> tuple:
 
 
 FULL = NicBuild()
-SMALL = NicBuild("small", frozenset({Codec.none, Codec.fp16, Codec.bfp8}), switch=True, max_ranks=8)
+SMALL = NicBuild("small", frozenset({Codec.none, Codec.fp16, Codec.bfp8}), switch=True, max_ranks=8,
+                 frame_store_bytes=16 * 1024)
 BUILDS = {b.name: b for b in (FULL, SMALL)}

@@ -85,10 +85,11 @@ def frame_stride(frame_bytes: int, width: int) -> int:
     return (beats - 1).bit_length()
 
 
-def frames_fit(window: int, frame_bytes: int, width: int) -> bool:
-    """Whether a NIC's frame store holds a window of ``window`` frames of up to ``frame_bytes`` bytes of
-    payload (the NIC then resends from its copies)."""
-    return window << frame_stride(frame_bytes, width) <= NIC_FRAME_STORE_BYTES * 8 // width
+def frames_fit(window: int, frame_bytes: int, width: int, store_bytes: int = NIC_FRAME_STORE_BYTES) -> bool:
+    """Whether a NIC's frame store (``store_bytes``: its build's, ``contract.build.NicBuild.frame_store_bytes``)
+    holds a window of ``window`` frames of up to ``frame_bytes`` bytes of payload (the NIC then resends from
+    its copies)."""
+    return window << frame_stride(frame_bytes, width) <= store_bytes * 8 // width
 
 
 def is_power_of_two(n: int) -> bool:

@@ -92,8 +92,10 @@ def ecp5_rows() -> str:
     for key, e in sorted(ecp.items(), key=lambda kv: (":" in kv[0], fmax(kv[1]))):
         need = e.get("lut4")
         if "error" in e and not e.get("speed"):
-            why = (f"does not fit: {need['used']:,} LUT4s of {need['available']:,}" if need and not e.get("fits")
-                   else "failed: see results/report.json")
+            over = {c: v for c, v in e.get("packed", {}).items() if v["used"] > v["available"]} or \
+                ({"LUT4": need} if need and need["used"] > need["available"] else {})
+            why = ("does not fit: " + ", ".join(f"{v['used']:,} {c} of {v['available']:,}" for c, v in over.items())
+                   if over and not e.get("fits") else "failed: see results/report.json")
             out.append(f"| {_ecp5_label(key)} | {why} |" + " |" * (len(grades) + 3))
             continue
         if not e.get("speed"):              # packed, not placed (make report without --whole)

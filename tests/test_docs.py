@@ -108,17 +108,18 @@ def test_every_lut_count_quoted_is_a_measured_one():
 
 def test_the_builds_table_is_contract_build():
     """docs/hardware.md's "Builds" table says what contract/build.py builds: every shipped build, its codecs,
-    switch client, peer table and CAPS value at W = 64."""
+    switch client, peer table, frame store and CAPS value at W = 64."""
     from contract.build import BUILDS
     text = (ROOT / "docs" / "hardware.md").read_text()
     section = text.split("\n## Builds\n", 1)[1].split("\n## ", 1)[0]
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()
             if line.startswith("| `")]
     assert sorted(r[0].strip("`") for r in rows) == sorted(BUILDS)
-    for name, codecs, switch, table, top, caps in rows:
+    for name, codecs, switch, table, store, top, caps in rows:
         b = BUILDS[name.strip("`")]
         named = {"all five"} if len(b.codecs) == 5 else {", ".join(c.name for c in sorted(b.codecs))}
         assert codecs in named, (name, codecs)
         assert (switch == "yes") == b.switch and int(table) == b.max_ranks, name
+        assert store == f"{b.frame_store_bytes // 1024} KiB", (name, store)
         assert int(caps.strip("`"), 16) == b.caps(64), (name, caps)
         assert top.strip("`") == ("ainic_nic_w<W>" if b.name == "full" else f"ainic_nic_{b.name}_w<W>")

@@ -84,8 +84,8 @@ class SwitchClient(wiring.Component):
       before it have. Anything else received is dropped and counted (``dup_results``).
     * Each contribution is read by DMA, encoded (:class:`Compressor`) and sent through the TxBuilder
       (``tx_meta``, ``tx_payload``) to the switch, and its encoded beats are kept in the slot's place in
-      the frame store (:class:`FrameStore`, ``NIC_FRAME_STORE_BYTES``). When its last beat leaves, its
-      slot's timer starts:
+      the frame store (:class:`FrameStore` of ``store_bytes``: the build's, ``NIC_FRAME_STORE_BYTES`` in the
+      full one). When its last beat leaves, its slot's timer starts:
       ``cfg.timeout << min(resends, cfg.backoff_max)`` cycles later, with no result, it is sent again
       (flagged ``retransmit``) once a later packet's result has come or the results have paused for
       ``cfg.timeout >> PAUSE_SHIFT`` cycles (a late result comes in order, behind the others), as is a contribution asked for (an ``agg_nack``, or a frame from the switch that shows
@@ -101,9 +101,10 @@ class SwitchClient(wiring.Component):
     * ``probe``: what each stage (contract/stages.py, ``SWITCH_STAGES``) does this cycle. Wires only.
     """
 
-    def __init__(self, width: int = 512, send_depth: int = 2 * MAX_NIC_WINDOW, retx_depth: int = 16):
+    def __init__(self, width: int = 512, send_depth: int = 2 * MAX_NIC_WINDOW, retx_depth: int = 16,
+                 store_bytes: int = NIC_FRAME_STORE_BYTES):
         self.width = check_width(width, self)
-        self.send_depth, self.retx_depth = send_depth, retx_depth
+        self.send_depth, self.retx_depth, self.store_bytes = send_depth, retx_depth, store_bytes
         super().__init__(switch_client_signature(width))
 
     def elaborate(self, platform):
@@ -116,7 +117,7 @@ class SwitchClient(wiring.Component):
 
         # -- the frame store: each slot's frame as it left, for its resends (when the window's frames fit) ----
         W, B = self.width, self.width // 8
-        depth = NIC_FRAME_STORE_BYTES * 8 // W
+        depth = self.store_bytes * 8 // W
         m.submodules.store = store = FrameStore(W, depth, 7)
         # log2 of a frame's beats (contract.in_network.frame_stride) and whether S of them fit, from the
         # configuration in registers (it holds still while a collective runs)

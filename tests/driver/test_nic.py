@@ -143,3 +143,12 @@ def test_a_build_does_what_its_caps_say(build, rng):
     if not build.switch:
         with pytest.raises(Unsupported, match="algorithm switch: this NIC was built without it"):
             run(nic.submit("allreduce", src=src, dst=dst, count=64, algorithm="switch"))
+
+
+@pytest.mark.parametrize("kwargs,match", [({"max_ranks": 3}, "max_ranks must be a power of two"),
+                                          ({"frame_store_bytes": 3000}, "frame_store_bytes must be a power of two"),
+                                          ({"frame_store_bytes": 512}, "frame_store_bytes must be a power of two")])
+def test_a_build_refuses_a_bad_geometry(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        NicBuild("bad", **kwargs)
+    assert SMALL.frame_store_bytes == 16 * 1024 and FULL.frame_store_bytes == 128 * 1024
