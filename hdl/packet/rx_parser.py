@@ -49,6 +49,24 @@ def _frame_end(*path) -> int:
 FIELD_ENDS = (_frame_end("ipv4", "total_length"), _frame_end("ainic", "opcode"), _frame_end("ainic", "codec"),
               _frame_end("ainic", "count"))
 
+#: the fields of the frame header each header check reads (its value is known once the last of them is in)
+CHECK_FIELDS = {
+    DropReason.not_for_us: [("eth", "dst")],
+    DropReason.ethertype: [("eth", "ethertype")],
+    DropReason.ip_version_ihl: [("ipv4", "version"), ("ipv4", "ihl")],
+    DropReason.ip_checksum: [("ipv4", "dst")],          # (the whole IPv4 header: it ends with dst)
+    DropReason.ip_fragment: [("ipv4", "flags"), ("ipv4", "frag_offset")],
+    DropReason.ip_protocol: [("ipv4", "protocol")],
+    DropReason.ip_dst: [("ipv4", "dst")],
+    DropReason.udp_port: [("udp", "dport")],
+    DropReason.udp_length: [("udp", "length"), ("ipv4", "total_length")],
+    DropReason.version: [("ainic", "version")],
+    DropReason.opcode: [("ainic", "opcode")],
+    DropReason.codec_dtype: [("ainic", "codec"), ("ainic", "dtype")],
+    DropReason.count: [("ainic", "opcode"), ("ainic", "count")],
+    DropReason.dst_rank: [("ainic", "dst_rank")],
+}
+
 #: ``m_meta``'s record: the accepted frame's ainic header and the sender's IPv4 address
 RxMeta = data.StructLayout({"ainic": AinicHeader, "src_ip": 32})
 
@@ -187,8 +205,9 @@ class RxParser(wiring.Component):
                 ]
 
         # -- verdict, in two stages ----------------------------------------------------------------------
-        # 1. with every beat taken, the checks of the header alone, from the header as it is with this beat
-        #    in (``hdr_next``): registered, so that they hold the whole header's the cycle after its last beat
+        # 1. as the header's beats are taken, the checks of the header alone (below), registered, so that
+        #    they hold the whole header's the cycle after its last beat; ``hdr_next``: the header with this
+        #    beat in
         hdr_next = Signal.like(hdr)
         for i in range(K):
             m.d.comb += hdr_next[8 * B * i:8 * B * (i + 1)].eq(
@@ -198,17 +217,29 @@ class RxParser(wiring.Component):
         # (a frame shorter than the header is a runt, or of another ethertype: the checksum does not decide)
         ip_at, udp_at = ETH_BYTES, ETH_BYTES + IPV4_BYTES
         early_csum = (udp_at - 1) // B < K - 1
-        hf = self._header_checks(m, hdr_next, checksum=not early_csum)
         # the lengths the header calls for, from the registered header where the fields that decide them (the
         # IPv4 length, the opcode, codec and count) end before the header's last beat (a frame that ends
         # sooner is shorter than the header: a runt, or of another ethertype, whose lengths do not decide);
         # else from the header with this beat in
         ends = max(FIELD_ENDS) - 1
         exp_ip_len, exp_len = self._expected_lengths(m, hdr if ends // B < K - 1 else hdr_next)
-        hf_r = Signal.like(hf)
         exp_ip_len_r, exp_len_r = Signal.like(exp_ip_len), Signal.like(exp_len)
         with m.If(take):
-            m.d.sync += [hf_r.eq(hf), exp_ip_len_r.eq(exp_ip_len), exp_len_r.eq(exp_len)]
+            m.d.sync += [exp_ip_len_r.eq(exp_ip_len), exp_len_r.eq(exp_len)]
+        # each header check is found as the beat its fields end in is taken, from the header registered with
+        # the beats before it and that beat as it comes (wires: no multiplexer before the compares), and held.
+        # (A frame that ends sooner keeps an earlier frame's value of it, which never decides: such a frame is
+        # shorter than the header, a runt, unless its ethertype, in a beat it has, drops it first.)
+        hf_r = Signal(len(HEADER_CHECKS))
+        at_beat = {}
+        for r in HEADER_CHECKS:
+            if not (r == DropReason.ip_checksum and early_csum):
+                end = max(_frame_end(*f) for f in CHECK_FIELDS[r])
+                at_beat.setdefault(min(K - 1, (end - 1) // B), []).append(r)
+        for j, checks in sorted(at_beat.items()):
+            bus = Cat(*[s.tdata if i == j else hdr[8 * B * i:8 * B * (i + 1)] for i in range(K)])
+            with m.If(take & (beat == j)):
+                m.d.sync += [hf_r[HEADER_CHECKS.index(r)].eq(v) for r, v in self._header_checks(m, bus, checks).items()]
         # 2. the cycle after the last beat: the frame's length, MAC error and sequence beside them
         R = DropReason
         fails = {r: hf_r[i] for i, r in enumerate(HEADER_CHECKS)}
@@ -308,33 +339,33 @@ class RxParser(wiring.Component):
                      exp_len.eq(FRAME_HEADER_BYTES + Mux(data_op, payload_bytes(m, a.codec, a.count), 0))]
         return exp_ip_len, exp_len
 
-    def _header_checks(self, m, bus, checksum=True):
-        """The checks of :data:`HEADER_CHECKS` on the frame header ``bus`` (bus order), one bit each (the IPv4
-        checksum's 0 unless ``checksum``)."""
+    def _header_checks(self, m, bus, which):
+        """The checks ``which`` (of :data:`HEADER_CHECKS`) on the frame header ``bus`` (bus order): {reason: a
+        bit that is 1 where the check fails}. Each reads the fields :data:`CHECK_FIELDS` names."""
         h = self._view(bus)
         a, ip, udp, eth = h.ainic, h.ipv4, h.udp, h.eth
         ip_at, udp_at = ETH_BYTES, ETH_BYTES + IPV4_BYTES
         data_op = Cat(*[a.opcode == op for op in DATA_OPCODES]).any()
         R = DropReason
         checks = {
-            R.not_for_us: (eth.dst != self.cfg_mac) & (eth.dst != 0xFFFFFFFFFFFF),
-            R.ethertype: eth.ethertype != ETHERTYPE_IPV4,
-            R.ip_version_ihl: (ip.version != 4) | (ip.ihl != 5),
-            R.ip_checksum: ~ipv4_checksum_ok(m, bus[8 * ip_at:8 * udp_at]) if checksum else C(0, 1),
-            R.ip_fragment: ip.flags[0] | (ip.frag_offset != 0),
-            R.ip_protocol: ip.protocol != IP_PROTOCOL_UDP,
-            R.ip_dst: ip.dst != self.cfg_ip,
-            R.udp_port: udp.dport != self.cfg_udp_port,
-            R.udp_length: udp.length != ip.total_length - IPV4_BYTES,
-            R.version: a.version != VERSION,
-            R.opcode: a.opcode > max(FrameOpcode),
-            R.codec_dtype: (a.codec > max(Codec)) | (a.dtype > max(Dtype))
+            R.not_for_us: lambda: (eth.dst != self.cfg_mac) & (eth.dst != 0xFFFFFFFFFFFF),
+            R.ethertype: lambda: eth.ethertype != ETHERTYPE_IPV4,
+            R.ip_version_ihl: lambda: (ip.version != 4) | (ip.ihl != 5),
+            R.ip_checksum: lambda: ~ipv4_checksum_ok(m, bus[8 * ip_at:8 * udp_at]),
+            R.ip_fragment: lambda: ip.flags[0] | (ip.frag_offset != 0),
+            R.ip_protocol: lambda: ip.protocol != IP_PROTOCOL_UDP,
+            R.ip_dst: lambda: ip.dst != self.cfg_ip,
+            R.udp_port: lambda: udp.dport != self.cfg_udp_port,
+            R.udp_length: lambda: udp.length != ip.total_length - IPV4_BYTES,
+            R.version: lambda: a.version != VERSION,
+            R.opcode: lambda: a.opcode > max(FrameOpcode),
+            R.codec_dtype: lambda: (a.codec > max(Codec)) | (a.dtype > max(Dtype))
                            | ((a.dtype == Dtype.int32) & (a.codec != Codec.none)),
-            R.count: data_op & ((a.count == 0) | (a.count > MAX_P)),    # (+ the length: stage 2)
-            R.dst_rank: a.dst_rank != self.cfg_rank,
+            R.count: lambda: data_op & ((a.count == 0) | (a.count > MAX_P)),    # (+ the length: stage 2)
+            R.dst_rank: lambda: a.dst_rank != self.cfg_rank,
         }
-        assert list(checks) == HEADER_CHECKS
-        return Cat(*checks.values())
+        assert list(checks) == HEADER_CHECKS == list(CHECK_FIELDS)
+        return {r: checks[r]() for r in which}
 
     def _sequence(self, m, a):
         """The sequence check of the header ``a`` (the reliable link's receive rule): ``ring`` (a data or
