@@ -90,6 +90,8 @@ class RxParser(wiring.Component):
       ``seq_block`` is low; else it is dropped as ``link_down``, ``duplicate`` (an older psn) or
       ``out_of_order`` (a newer one), and its payload is not written from the moment its header is in.
       ``seq_accepted``, ``seq_duplicate`` and ``seq_out_of_order`` pulse with each verdict of the kind.
+      ``seq_expect`` must advance the cycle after ``seq_accepted`` (a register: the link receiver's
+      ``expect``), as the psn is compared with it when the header's last beat is taken.
     """
 
     def __init__(self, width: int = 512, buffer_beats: int = None):
@@ -151,7 +153,18 @@ class RxParser(wiring.Component):
         beat = Signal(range(max(K + 1, 2)))            # beat index, saturating at K
         hdr = Signal(8 * B * K)
         h = self._view(hdr)
-        seq = self._sequence(m, h.ainic)
+        # whether the frame's psn is the one expected: with a header of two beats or more, found as its last
+        # beat is taken, from the registered header and that beat (the expected psn is then the one this frame
+        # meets: the frame before it was judged at least a cycle before, and ``seq_expect`` follows
+        # ``seq_accepted`` by a cycle, as the link receiver's does); from the header in a register else
+        psn_match = Signal()
+        if K >= 2:
+            last_hdr = Cat(*[s.tdata if i == K - 1 else hdr[8 * B * i:8 * B * (i + 1)] for i in range(K)])
+            with m.If(take & (beat == K - 1)):
+                m.d.sync += psn_match.eq(self._view(last_hdr).ainic.psn == self.seq_expect)
+        else:
+            m.d.comb += psn_match.eq(h.ainic.psn == self.seq_expect)
+        seq = self._sequence(m, h.ainic, psn_match)
         length = Signal(16)                             # frame bytes so far (saturating)
         err = Signal()
         prev_tail = Signal(8 * (B - o))                 # bytes o.. of the previous beat
@@ -367,16 +380,16 @@ class RxParser(wiring.Component):
         assert list(checks) == HEADER_CHECKS == list(CHECK_FIELDS)
         return {r: checks[r]() for r in which}
 
-    def _sequence(self, m, a):
+    def _sequence(self, m, a, psn_match):
         """The sequence check of the header ``a`` (the reliable link's receive rule): ``ring`` (a data or
         result frame while ``seq_enable``), ``older``/``newer`` than ``seq_expect``, ``bad`` (any reason to
-        drop it: blocked, older or newer)."""
+        drop it: blocked, older or newer; ``psn_match``: its psn is ``seq_expect``)."""
         ring, older, newer, bad = (Signal(name=f"seq_{n}") for n in ("ring", "older", "newer", "bad"))
         diff = Signal(32, name="seq_diff")
         m.d.comb += [
             ring.eq(self.seq_enable & ((a.opcode == FrameOpcode.data) | (a.opcode == FrameOpcode.result))),
             diff.eq(a.psn - self.seq_expect),
-            older.eq(diff[31]), newer.eq(~diff[31] & (diff != 0)),
-            bad.eq(ring & (self.seq_block | (a.psn != self.seq_expect))),     # (older or newer: an equality)
+            older.eq(diff[31]), newer.eq(~diff[31] & ~psn_match),
+            bad.eq(ring & (self.seq_block | ~psn_match)),       # (older or newer: an equality)
         ]
         return SimpleNamespace(ring=ring, older=older, newer=newer, bad=bad)
