@@ -172,7 +172,7 @@ def ecp5_memories(source: Path, top: str, workdir: Path) -> dict:
     memories map to on an ECP5, in seconds where ``synth_ecp5`` takes many minutes: Yosys' own memory mapping
     (``memory_libmap`` with synth_ecp5's libraries) on the memories as Amaranth writes them, nothing else.
     Per memory it is the choice synth_ecp5 makes; a memory that synthesis would trim or merge is still counted,
-    so the figure is an upper bound of the placed design's (the small NIC at W = 64: 254 here, 245 placed).
+    so the figure is an upper bound of the packed design's (the small NIC at W = 64: 190 here, 189 packed).
     Also ``by_module``: the block RAMs of each module that has any, by hierarchical name."""
     source = Path(source)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -185,8 +185,7 @@ def ecp5_memories(source: Path, top: str, workdir: Path) -> dict:
     if res.returncode:
         raise RuntimeError(f"yosys memory_libmap failed for {top}:\n{res.stdout[-3000:]}{res.stderr[-3000:]}")
     text = stat.read_text()
-    out, by_module, module = {"bram": 0, "lutram": 0}, {}, None
-    per_module = {}
+    out, module, per_module = {"bram": 0, "lutram": 0}, None, {}
     for line in text.splitlines():
         m = re.match(r"^=== (.+) ===", line)
         if m:                   # (the totals of every instance follow "=== design hierarchy ===")
